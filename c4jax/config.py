@@ -1,0 +1,275 @@
+"""Typed, frozen run configuration; presets live as JSON in ``configs/``.
+
+Every field can be overridden from the command line (``c4jax.cli``). ``validate``
+rejects impossible values with a message that names the field and what is
+allowed, before anything is compiled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """The policy-value ResNet."""
+
+    num_blocks: int = 5
+    """Residual blocks."""
+    channels: int = 64
+    """Convolution channels in every block."""
+    kernel_size: int = 3
+    """Side of the square convolution kernels."""
+    bfloat16: bool = False
+    """Compute in bfloat16 (parameters and outputs stay float32)."""
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """The mctx search used for self-play and evaluation."""
+
+    algorithm: Literal["gumbel", "puct"] = "gumbel"
+    """gumbel: mctx.gumbel_muzero_policy; puct: mctx.muzero_policy with Dirichlet noise."""
+    num_simulations: int = 32
+    """Simulations per move."""
+    max_num_considered_actions: int = 7
+    """Gumbel: actions sampled at the root (7 = all)."""
+    gumbel_scale: float = 1.0
+    """Gumbel: scale of the root Gumbel noise in self-play (0 in evaluation)."""
+    dirichlet_alpha: float = 0.3
+    """PUCT: concentration of the root Dirichlet noise."""
+    dirichlet_fraction: float = 0.25
+    """PUCT: weight of the root Dirichlet noise."""
+    pb_c_init: float = 1.25
+    """PUCT: exploration constant."""
+    temperature_moves: int = 10
+    """PUCT: moves of each game played by sampling visit counts; later moves take the best."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Self-play, replay and learning."""
+
+    num_iterations: int = 100
+    """Fused iterations (self-play chunk + SGD steps) to run."""
+    selfplay_batch: int = 256
+    """Games played in parallel (B); must divide by the device count."""
+    selfplay_steps: int = 32
+    """Moves each game advances per iteration (T)."""
+    replay_capacity: int = 65536
+    """Positions kept in the replay buffer."""
+    minibatch_size: int = 256
+    """Positions per SGD step; must divide by the device count."""
+    sgd_steps: int = 32
+    """SGD steps per iteration."""
+    min_replay_size: int = 0
+    """Positions in the buffer before learning starts (0 = one self-play chunk)."""
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    """adamw (decoupled weight decay) or sgd with momentum 0.9 and L2 loss."""
+    learning_rate: float = 1e-3
+    """Peak learning rate."""
+    warmup_steps: int = 100
+    """Linear warm-up of the learning rate, in SGD steps."""
+    lr_schedule: Literal["constant", "cosine"] = "cosine"
+    """After warm-up: constant, or cosine decay to 10% at the last SGD step."""
+    weight_decay: float = 1e-4
+    """AdamW decay, or the L2 coefficient with sgd."""
+    value_loss_weight: float = 1.0
+    """Weight of the value MSE beside the policy cross-entropy."""
+    kl_target: float = 0.0
+    """KL-adaptive learning rate: target KL(before || after) per SGD step (0 = off)."""
+    mirror_augment: bool = True
+    """Mirror sampled positions left-right with probability 1/2."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Periodic evaluation during training."""
+
+    every: int = 10
+    """Evaluate every this many iterations (0 = never)."""
+    games: int = 64
+    """Games against each reference opponent (half with each colour)."""
+    num_simulations: int = 32
+    """Search simulations for the agent in evaluation games (0 = network alone)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole run."""
+
+    seed: int = 0
+    """Seed of the one root PRNG key."""
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint_every: int = 10
+    """Save a checkpoint every this many iterations (the last one is always saved)."""
+    keep_checkpoints: int = 3
+    """Latest checkpoints kept (the best by evaluation score is kept besides)."""
+    distributed: bool = False
+    """Call jax.distributed.initialize() for a multi-host run."""
+
+
+def _check(ok: bool, name: str, allowed: str, value: Any) -> None:
+    if not ok:
+        raise ValueError(f"config field {name}: got {value!r}, allowed: {allowed}")
+
+
+def validate(config: Config, num_devices: int = 1) -> Config:
+    """Raises ValueError naming the field if ``config`` cannot run; returns it."""
+    n, s, t, e = config.network, config.search, config.train, config.eval
+    for name, value in [
+        ("network.num_blocks", n.num_blocks),
+        ("network.channels", n.channels),
+        ("search.num_simulations", s.num_simulations),
+        ("train.num_iterations", t.num_iterations),
+        ("train.selfplay_batch", t.selfplay_batch),
+        ("train.selfplay_steps", t.selfplay_steps),
+        ("train.replay_capacity", t.replay_capacity),
+        ("train.minibatch_size", t.minibatch_size),
+        ("train.sgd_steps", t.sgd_steps),
+        ("keep_checkpoints", config.keep_checkpoints),
+    ]:
+        _check(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
+    _check(n.kernel_size in (1, 3, 5, 7), "network.kernel_size", "1, 3, 5 or 7", n.kernel_size)
+    _check(
+        1 <= s.max_num_considered_actions <= 7,
+        "search.max_num_considered_actions",
+        "1..7",
+        s.max_num_considered_actions,
+    )
+    _check(s.gumbel_scale >= 0, "search.gumbel_scale", ">= 0", s.gumbel_scale)
+    _check(s.dirichlet_alpha > 0, "search.dirichlet_alpha", "> 0", s.dirichlet_alpha)
+    _check(
+        0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", "0..1", s.dirichlet_fraction
+    )
+    _check(s.pb_c_init > 0, "search.pb_c_init", "> 0", s.pb_c_init)
+    _check(s.temperature_moves >= 0, "search.temperature_moves", ">= 0", s.temperature_moves)
+    _check(s.algorithm in ("gumbel", "puct"), "search.algorithm", "gumbel, puct", s.algorithm)
+    for name, value in [
+        ("train.selfplay_batch", t.selfplay_batch),
+        ("train.minibatch_size", t.minibatch_size),
+    ]:
+        _check(
+            value % num_devices == 0,
+            name,
+            f"a multiple of the device count ({num_devices})",
+            value,
+        )
+    _check(
+        t.replay_capacity >= t.minibatch_size,
+        "train.replay_capacity",
+        f">= train.minibatch_size ({t.minibatch_size})",
+        t.replay_capacity,
+    )
+    _check(
+        t.replay_capacity >= t.selfplay_batch * t.selfplay_steps,
+        "train.replay_capacity",
+        f">= one self-play chunk, selfplay_batch * selfplay_steps "
+        f"({t.selfplay_batch * t.selfplay_steps})",
+        t.replay_capacity,
+    )
+    _check(
+        0 <= t.min_replay_size <= t.replay_capacity,
+        "train.min_replay_size",
+        f"0..train.replay_capacity ({t.replay_capacity})",
+        t.min_replay_size,
+    )
+    _check(t.learning_rate > 0, "train.learning_rate", "> 0", t.learning_rate)
+    _check(t.warmup_steps >= 0, "train.warmup_steps", ">= 0", t.warmup_steps)
+    _check(t.weight_decay >= 0, "train.weight_decay", ">= 0", t.weight_decay)
+    _check(t.value_loss_weight >= 0, "train.value_loss_weight", ">= 0", t.value_loss_weight)
+    _check(t.kl_target >= 0, "train.kl_target", ">= 0 (0 = off)", t.kl_target)
+    _check(t.optimizer in ("adamw", "sgd"), "train.optimizer", "adamw, sgd", t.optimizer)
+    _check(
+        t.lr_schedule in ("constant", "cosine"), "train.lr_schedule", "constant, cosine",
+        t.lr_schedule,
+    )
+    _check(e.every >= 0, "eval.every", ">= 0 (0 = never)", e.every)
+    _check(e.games >= 2 and e.games % 2 == 0, "eval.games", "an even integer >= 2", e.games)
+    _check(e.num_simulations >= 0, "eval.num_simulations", ">= 0", e.num_simulations)
+    _check(config.checkpoint_every >= 1, "checkpoint_every", ">= 1", config.checkpoint_every)
+    return config
+
+
+def to_dict(config: Config) -> dict:
+    """The config as plain JSON-ready nested dicts."""
+    return dataclasses.asdict(config)
+
+
+def from_dict(data: dict, cls: type = Config, prefix: str = "") -> Any:
+    """Builds a (nested) config dataclass from dicts; unknown keys raise ValueError."""
+    if not isinstance(data, dict):
+        raise ValueError(f"config section {prefix or '<root>'}: expected an object, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if key not in fields:
+            raise ValueError(
+                f"unknown config field {name!r}; allowed here: {', '.join(sorted(fields))}"
+            )
+        ftype = fields[key].type
+        sub = _SECTIONS.get(ftype if isinstance(ftype, str) else getattr(ftype, "__name__", ""))
+        kwargs[key] = from_dict(value, sub, name + ".") if sub else _coerce(name, fields[key], value)
+    return cls(**kwargs)
+
+
+def _coerce(name: str, f: dataclasses.Field, value: Any) -> Any:
+    default = f.default
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise ValueError(
+            f"config field {name}: got {value!r}, expected {type(default).__name__}"
+        )
+    return value
+
+
+_SECTIONS = {
+    "NetworkConfig": NetworkConfig,
+    "SearchConfig": SearchConfig,
+    "TrainConfig": TrainConfig,
+    "EvalConfig": EvalConfig,
+}
+
+
+def preset_names() -> list[str]:
+    """Names of the presets in ``configs/``."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+
+
+def load(path_or_name: str) -> Config:
+    """Loads a preset by name (``cpu``) or a JSON file path (``configs/cpu.json``)."""
+    path = Path(path_or_name)
+    if not path.suffix and not path.exists():
+        path = PRESET_DIR / f"{path_or_name}.json"
+    if not path.is_file():
+        raise ValueError(
+            f"--config {path_or_name}: no such file; presets: {', '.join(preset_names())}"
+        )
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--config {path}: not valid JSON ({err})") from err
+    return from_dict(data)
+
+
+def save(config: Config, path: Path) -> None:
+    """Writes ``config`` as indented JSON."""
+    Path(path).write_text(json.dumps(to_dict(config), indent=2) + "\n")

@@ -1,0 +1,289 @@
+"""Batched Connect Four as pure JAX functions over a small pytree state.
+
+Shape glossary used across c4jax: B batch of games, A = 7 actions (columns),
+H = 6 rows, W = 7 columns, T time, N search nodes.
+
+Board layout. A bitboard of one set of stones is two uint32 words with an
+8-bit stride per row: bit ``8 * r + c`` holds row ``r`` (0 = bottom) and column
+``c`` (0 = left). Bit 7 of every byte is an always-empty sentinel, so shifts by
+1, 7, 8 and 9 never carry a line from one row into the next. ``lo`` holds rows
+0-3 and ``hi`` rows 4-5. Everything stays 32-bit (TPUs have no 64-bit ints).
+
+Every function here is elementwise over leading batch dimensions: ``step``
+takes a state of any batch shape ``S`` and actions of shape ``S``; it also
+works under ``jax.vmap``. ``legal_action_mask`` and ``observe`` append their
+trailing dimensions.
+
+Rules at the edges (the same as pgx):
+* A move into a full column of a live game ends it: the mover loses.
+* ``step`` on a finished game returns the state unchanged.
+* ``legal_action_mask`` of a finished game is all False.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+NUM_ACTIONS = 7  # A
+NUM_ROWS = 6  # H
+NUM_COLS = 7  # W
+NUM_CELLS = NUM_ROWS * NUM_COLS
+
+_COLUMN_BITS_LO = 0x01010101  # one bit per row of rows 0-3, column 0
+_COLUMN_BITS_HI = 0x0101  # rows 4-5, column 0
+_TOP_ROW_SHIFT = 8  # row 5 lives in bits 8..14 of ``hi``
+
+# Tables for ``observe``: observation row 0 is the top row, as ``render`` draws.
+_OBS_ROW = (NUM_ROWS - 1) - np.arange(NUM_ROWS)[:, None]  # [H, 1] board row
+_OBS_SHIFT = (8 * (_OBS_ROW % 4) + np.arange(NUM_COLS)[None, :]).astype(np.uint32)  # [H, W]
+_OBS_IN_HI = np.broadcast_to(_OBS_ROW >= 4, (NUM_ROWS, NUM_COLS))  # [H, W] bool
+_ACTIONS = np.arange(NUM_ACTIONS, dtype=np.uint32)  # [A]
+
+
+@struct.dataclass
+class State:
+    """A Connect Four position; every field has the batch shape S (``[]`` for one game).
+
+    ``own_*`` are the stones of the player to move, ``all_*`` all stones.
+    """
+
+    own_lo: jax.Array  # [S] uint32, rows 0-3
+    own_hi: jax.Array  # [S] uint32, rows 4-5
+    all_lo: jax.Array  # [S] uint32
+    all_hi: jax.Array  # [S] uint32
+    num_moves: jax.Array  # [S] int32, stones on the board
+    winner: jax.Array  # [S] int32: 0 first player, 1 second player, -1 none or draw
+    terminated: jax.Array  # [S] bool
+
+    @property
+    def current_player(self) -> jax.Array:
+        """[S] int32: 0 if the player who moved first is to move, else 1."""
+        return self.num_moves % 2
+
+
+def init() -> State:
+    """The empty board, a single game (vmap or use ``init_batch`` for B)."""
+    zero = jnp.uint32(0)
+    return State(
+        own_lo=zero,
+        own_hi=zero,
+        all_lo=zero,
+        all_hi=zero,
+        num_moves=jnp.int32(0),
+        winner=jnp.int32(-1),
+        terminated=jnp.bool_(False),
+    )
+
+
+def init_batch(batch_size: int) -> State:
+    """B empty boards: every field has shape ``[B]``."""
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (batch_size,)), init())
+
+
+def _lines(word, shifts):
+    """Whether ``word`` holds four in a row along any direction in ``shifts``."""
+    found = 0
+    for s in shifts:
+        pairs = word & (word >> s)
+        found = found | (pairs & (pairs >> (2 * s)))
+    return found
+
+
+def has_four(lo, hi):
+    """[S] bool: whether the bitboard (lo, hi) contains four in a row.
+
+    Works on jax arrays and on numpy uint32 alike (operators only).
+    """
+    rows_1_to_4 = (lo >> 8) | (hi << 24)
+    rows_2_to_5 = (lo >> 16) | (hi << 16)
+    found = (
+        _lines(lo, (1, 7, 8, 9))  # rows 0-3: every direction
+        | _lines(hi, (1,))  # rows 4-5: horizontal
+        | _lines(rows_1_to_4, (7, 8, 9))
+        | _lines(rows_2_to_5, (7, 8, 9))
+    )
+    return found != 0
+
+
+def _drop_bits(all_lo, all_hi, column):
+    """Bit of the lowest empty cell of ``column`` as (lo, hi); both 0 if full."""
+    col_lo = (all_lo >> column) & _COLUMN_BITS_LO
+    col_hi = (all_hi >> column) & _COLUMN_BITS_HI
+    free_lo = ((col_lo << 8) | 1) & ~col_lo & _COLUMN_BITS_LO
+    free_hi = ((col_hi << 8) | 1) & ~col_hi & _COLUMN_BITS_HI
+    free_hi = free_hi * (free_lo == 0)
+    return free_lo << column, free_hi << column
+
+
+def step(state: State, action: jax.Array) -> State:
+    """Drops a stone of the player to move into column ``action`` (0-based).
+
+    Args:
+        state: positions of batch shape S.
+        action: [S] integer columns in 0..6.
+
+    Returns:
+        The next positions. A full column ends a live game with a loss for the
+        mover (no stone is placed); a finished game is returned unchanged.
+    """
+    column = jnp.asarray(action).astype(jnp.uint32)
+    bit_lo, bit_hi = _drop_bits(state.all_lo, state.all_hi, column)
+    live = ~state.terminated
+    legal = (bit_lo | bit_hi) != 0
+    placed = live & legal
+    forfeit = live & ~legal
+
+    mover_lo = state.own_lo | bit_lo
+    mover_hi = state.own_hi | bit_hi
+    all_lo = state.all_lo | bit_lo
+    all_hi = state.all_hi | bit_hi
+    num_moves = state.num_moves + 1
+    won = has_four(mover_lo, mover_hi)
+    player = state.current_player
+    moved = State(
+        own_lo=all_lo ^ mover_lo,  # the opponent is to move next
+        own_hi=all_hi ^ mover_hi,
+        all_lo=all_lo,
+        all_hi=all_hi,
+        num_moves=num_moves,
+        winner=jnp.where(won, player, -1).astype(jnp.int32),
+        terminated=won | (num_moves == NUM_CELLS),
+    )
+    out = jax.tree.map(lambda new, old: jnp.where(placed, new, old), moved, state)
+    return out.replace(
+        winner=jnp.where(forfeit, 1 - player, out.winner).astype(jnp.int32),
+        terminated=out.terminated | forfeit,
+    )
+
+
+def legal_action_mask(state: State) -> jax.Array:
+    """[S, A] bool: columns that are not full, all False once the game is over."""
+    open_columns = ~(state.all_hi >> _TOP_ROW_SHIFT)  # [S] bit c set if column c open
+    mask = ((open_columns[..., None] >> _ACTIONS) & 1) == 1
+    return mask & ~state.terminated[..., None]
+
+
+def observe(state: State) -> jax.Array:
+    """[S, H, W, 2] float32 planes from the side of the player to move.
+
+    Plane 0 holds the mover's stones, plane 1 the opponent's; row 0 is the top.
+    """
+
+    def planes(lo, hi):
+        word = jnp.where(_OBS_IN_HI, hi[..., None, None], lo[..., None, None])
+        return (word >> _OBS_SHIFT) & 1
+
+    own = planes(state.own_lo, state.own_hi)
+    opp = planes(state.own_lo ^ state.all_lo, state.own_hi ^ state.all_hi)
+    return jnp.stack([own, opp], axis=-1).astype(jnp.float32)
+
+
+# --- The board's one symmetry: the left-right mirror. ---
+
+
+def mirror_observation(obs: jax.Array) -> jax.Array:
+    """[..., H, W, C] -> the same board reflected left to right."""
+    return jnp.flip(obs, axis=-2)
+
+
+def mirror_policy(policy: jax.Array) -> jax.Array:
+    """[..., A] -> probabilities (or logits, masks) of the mirrored board."""
+    return jnp.flip(policy, axis=-1)
+
+
+def mirror_action(action: jax.Array) -> jax.Array:
+    """[S] column -> the same column in the mirrored board."""
+    return (NUM_ACTIONS - 1) - action
+
+
+# --- Host-side helpers (plain Python, not jittable). ---
+
+
+def _as_int(x) -> int:
+    return int(np.asarray(x))
+
+
+def from_moves(moves: str) -> State:
+    """Builds the position after a Pons-style move string, e.g. ``"4453"``.
+
+    Args:
+        moves: digits 1-7 (column, 1 = left), first player first; may be empty.
+
+    Returns:
+        A single-game ``State``.
+
+    Raises:
+        ValueError: a character that is not a digit 1-7, a move into a full
+            column, or a move after the game has ended.
+    """
+    if not isinstance(moves, str):
+        raise ValueError(f"moves must be a string of digits 1-7, got {type(moves).__name__}")
+    heights = [0] * NUM_COLS
+    boards = [[np.uint32(0), np.uint32(0)], [np.uint32(0), np.uint32(0)]]  # per player
+    winner = -1
+    for i, char in enumerate(moves):
+        where = f"move {i + 1} of {moves!r}"
+        if char not in "1234567":
+            raise ValueError(f"{where}: {char!r} is not a column 1-7")
+        if winner != -1:
+            raise ValueError(f"{where}: the game already ended (player {winner} won)")
+        col = int(char) - 1
+        row = heights[col]
+        if row == NUM_ROWS:
+            raise ValueError(f"{where}: column {char} is full")
+        heights[col] += 1
+        word = 1 if row >= 4 else 0
+        player = i % 2
+        boards[player][word] |= np.uint32(1 << (8 * (row % 4) + col))
+        if bool(has_four(*boards[player])):
+            winner = player
+    num_moves = len(moves)
+    mover = num_moves % 2
+    all_lo = boards[0][0] | boards[1][0]
+    all_hi = boards[0][1] | boards[1][1]
+    return State(
+        own_lo=jnp.uint32(boards[mover][0]),
+        own_hi=jnp.uint32(boards[mover][1]),
+        all_lo=jnp.uint32(all_lo),
+        all_hi=jnp.uint32(all_hi),
+        num_moves=jnp.int32(num_moves),
+        winner=jnp.int32(winner),
+        terminated=jnp.bool_(winner != -1 or num_moves == NUM_CELLS),
+    )
+
+
+def stack(states: Sequence[State]) -> State:
+    """Stacks single-game states into one batched state of shape ``[B]``."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
+def render(state: State) -> str:
+    """ASCII board of one game, top row first: ``x`` first player, ``o`` second.
+
+    Six lines of seven characters, each ending in a newline (OpenSpiel's layout).
+    """
+    if np.ndim(state.num_moves) != 0:
+        raise ValueError("render draws one game; index the batch first")
+    own = (_as_int(state.own_lo), _as_int(state.own_hi))
+    every = (_as_int(state.all_lo), _as_int(state.all_hi))
+    mover = _as_int(state.num_moves) % 2
+    marks = ("x", "o") if mover == 0 else ("o", "x")  # (player to move, other)
+    lines = []
+    for row in reversed(range(NUM_ROWS)):
+        word, shift = (1, 8 * (row - 4)) if row >= 4 else (0, 8 * row)
+        line = ""
+        for col in range(NUM_COLS):
+            bit = 1 << (shift + col)
+            if own[word] & bit:
+                line += marks[0]
+            elif every[word] & bit:
+                line += marks[1]
+            else:
+                line += "."
+        lines.append(line + "\n")
+    return "".join(lines)
