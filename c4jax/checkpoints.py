@@ -1,0 +1,72 @@
+"""Orbax checkpoints of a run: the whole ``TrainState`` plus the config as JSON.
+
+Keeps the latest ``keep`` checkpoints and, besides them, the best one by
+evaluation score. Saves are asynchronous; ``close`` waits for them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orbax.checkpoint as ocp
+from orbax.checkpoint import checkpoint_managers as policies
+
+from c4jax import config as config_lib
+
+SCORE = "score"  # metric that ranks checkpoints; higher is better
+
+
+def make_manager(workdir: Path, *, keep: int) -> ocp.CheckpointManager:
+    """A manager for ``workdir/checkpoints`` that keeps the latest and the best."""
+    preservation = policies.AnyPreservationPolicy(
+        [
+            policies.LatestN(n=keep),
+            policies.BestN(
+                get_metric_fn=lambda metrics: metrics[SCORE],
+                reverse=False,
+                n=1,
+                keep_checkpoints_without_metrics=False,
+            ),
+        ]
+    )
+    options = ocp.CheckpointManagerOptions(
+        preservation_policy=preservation, enable_async_checkpointing=True, create=True
+    )
+    return ocp.CheckpointManager(
+        Path(workdir).absolute() / "checkpoints", options=options, item_names=("state", "config")
+    )
+
+
+def save(manager: ocp.CheckpointManager, step: int, state, config, score: float) -> None:
+    """Starts an async save of ``state`` and ``config`` at ``step`` (replacing one there)."""
+    if step in manager.all_steps():
+        manager.wait_until_finished()
+        manager.delete(step)
+    manager.save(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state),
+            config=ocp.args.JsonSave(config_lib.to_dict(config)),
+        ),
+        metrics={SCORE: float(score)},
+        force=True,
+    )
+
+
+def restore_config(manager: ocp.CheckpointManager, step: int) -> config_lib.Config:
+    """The config stored with checkpoint ``step``."""
+    restored = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))
+    return config_lib.from_dict(restored.config)
+
+
+def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):
+    """The ``TrainState`` of checkpoint ``step``, placed as ``abstract_state`` says."""
+    restored = manager.restore(
+        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
+    )
+    return restored.state
+
+
+def best_step(manager: ocp.CheckpointManager) -> int | None:
+    """The kept step with the highest score (the latest if none has one)."""
+    return manager.best_step() if manager.best_step() is not None else manager.latest_step()

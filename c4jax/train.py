@@ -1,0 +1,285 @@
+"""``python -m c4jax.train``: the thin Python loop around the fused step.
+
+Usage:
+    python -m c4jax.train                      # preset for the hardware found
+    python -m c4jax.train --config tiny        # or configs/tiny.json
+    python -m c4jax.train --config cpu --train.num-iterations 50 --seed 3
+    python -m c4jax.train --workdir runs/X     # continue runs/X if it has checkpoints
+    python -m c4jax.train --resume             # continue the newest run in runs/
+
+A run directory holds ``config.json``, ``metrics.jsonl``, TensorBoard event
+files (``tb/``) and Orbax checkpoints (``checkpoints/``). Ctrl-C saves a
+checkpoint and exits; running again with the same ``--workdir`` continues
+bit-for-bit where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from c4jax import checkpoints, evaluation, network_agents, trainer
+from c4jax import config as config_lib
+from c4jax.config import Config
+
+RUNS_DIR = Path("runs")
+# Fields a checkpoint's arrays depend on: they cannot change when resuming.
+_STATE_FIELDS = (
+    "network.num_blocks",
+    "network.channels",
+    "network.kernel_size",
+    "train.selfplay_batch",
+    "train.replay_capacity",
+    "train.optimizer",
+)
+
+
+def _field(config: Config, dotted: str):
+    value = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def check_compatible(stored: Config, requested: Config) -> None:
+    """Raises ValueError naming each field that a resumed checkpoint cannot change."""
+    problems = [
+        f"{name} is {_field(stored, name)!r} in the checkpoint but {_field(requested, name)!r} now"
+        for name in _STATE_FIELDS
+        if _field(stored, name) != _field(requested, name)
+    ]
+    if problems:
+        raise ValueError(
+            "incompatible checkpoint in the run directory: "
+            + "; ".join(problems)
+            + ". Use a new --workdir, or drop those overrides."
+        )
+
+
+class _StopFlag:
+    """Turns the first Ctrl-C into a request to save and stop; the second one kills."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nCtrl-C: saving a checkpoint, then stopping (Ctrl-C again to abort).")
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+class _Logger:
+    """metrics.jsonl, TensorBoard event files and the progress bar."""
+
+    def __init__(self, workdir: Path, total: int, initial: int, progress: bool):
+        from tensorboardX import SummaryWriter
+        from tqdm import tqdm
+
+        self._jsonl = (workdir / "metrics.jsonl").open("a")
+        self._tb = SummaryWriter(str(workdir / "tb"))
+        self._bar = tqdm(
+            total=total, initial=initial, disable=not progress, unit="it", dynamic_ncols=True
+        )
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self._jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
+        self._jsonl.flush()
+        for name, value in metrics.items():
+            self._tb.add_scalar(name, value, step)
+        shown = ("loss", "policy_entropy", "game_length", "win_rate/random", "win_rate/lookahead")
+        self._bar.set_postfix({k: f"{metrics[k]:.3g}" for k in shown if k in metrics})
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
+        self._tb.close()
+        self._jsonl.close()
+
+
+def train_and_evaluate(
+    config: Config, workdir: str | Path, *, progress: bool = True, stop_after: int | None = None
+) -> dict:
+    """Trains (or continues) the run in ``workdir`` up to ``config.train.num_iterations``.
+
+    Args:
+        config: the run's configuration (validated here).
+        workdir: run directory; a checkpoint there is continued.
+        progress: show the progress bar.
+        stop_after: stop (saving a checkpoint) after this many iterations of
+            this call, as a Ctrl-C would; for tests of interruption.
+
+    Returns:
+        A summary: ``step``, ``workdir``, the last metrics and evaluation.
+    """
+    if config.distributed:
+        jax.distributed.initialize()
+    config_lib.validate(config, num_devices=jax.device_count())
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    manager = checkpoints.make_manager(workdir, keep=config.keep_checkpoints)
+    latest = manager.latest_step()
+    if latest is not None:
+        check_compatible(checkpoints.restore_config(manager, latest), config)
+    config_lib.save(config, workdir / "config.json")
+
+    run = trainer.Trainer(config)
+    if latest is not None:
+        state = checkpoints.restore_state(manager, latest, run.abstract_state())
+    else:
+        state = run.init(trainer.run_keys(config.seed)[0])
+    step = int(state.step)
+    act = network_agents.make_alphazero_act(
+        run.apply_fn, config.search, num_simulations=config.eval.num_simulations
+    )
+    eval_key = trainer.run_keys(config.seed)[2]
+    logger = _Logger(workdir, config.train.num_iterations, step, progress and step < config.train.num_iterations)
+    score = _last_score(workdir)
+    metrics: dict = {}
+    last_eval: dict = {}
+    started = step
+    try:
+        with _StopFlag() as stop:
+            while step < config.train.num_iterations:
+                t0 = time.perf_counter()
+                state, device_metrics = run.iteration(state, trainer.iteration_key(config.seed, step))
+                metrics = {k: float(v) for k, v in jax.device_get(device_metrics).items()}
+                step += 1
+                metrics["seconds"] = time.perf_counter() - t0
+                metrics["positions_per_second"] = (
+                    config.train.selfplay_batch * config.train.selfplay_steps / metrics["seconds"]
+                )
+                last_step = step == config.train.num_iterations
+                if config.eval.every and (step % config.eval.every == 0 or last_step):
+                    last_eval = evaluation.evaluate_against_references(
+                        act,
+                        run.variables(state),
+                        jax.random.fold_in(eval_key, step),
+                        num_games=config.eval.games,
+                    )
+                    score = last_eval["score"]
+                    metrics.update({f"eval/{k}": v for k, v in last_eval.items()})
+                    metrics.update(last_eval)
+                logger.log(step, metrics)
+                interrupted = stop.requested or (
+                    stop_after is not None and step - started >= stop_after
+                )
+                if step % config.checkpoint_every == 0 or last_step or interrupted:
+                    checkpoints.save(manager, step, state, config, score)
+                if interrupted:
+                    break
+    finally:
+        manager.wait_until_finished()
+        manager.close()
+        logger.close()
+    return {"step": step, "workdir": str(workdir), "metrics": metrics, "eval": last_eval}
+
+
+def _last_score(workdir: Path) -> float:
+    """The newest evaluation score logged in ``workdir`` (-inf before any)."""
+    path = workdir / "metrics.jsonl"
+    score = -math.inf
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            score = record.get("score", score)
+    return score if math.isfinite(score) else -1.0
+
+
+def default_preset() -> str:
+    """The preset for the hardware found: cpu, gpu or tpu."""
+    backend = jax.default_backend()
+    return {"gpu": "gpu", "tpu": "tpu"}.get(backend, "cpu")
+
+
+def _newest_run() -> Path:
+    runs = sorted(p for p in RUNS_DIR.glob("*") if (p / "config.json").exists())
+    if not runs:
+        raise ValueError(f"--resume: no run directory with a config.json under {RUNS_DIR}/")
+    return runs[-1]
+
+
+def parse_args(argv: list[str]) -> tuple[Config, Path]:
+    """Reads ``--config``, ``--workdir``, ``--resume`` and per-field overrides.
+
+    A run directory that already holds a ``config.json`` supplies the defaults
+    (so resuming needs no flags); otherwise the preset does.
+    """
+    import tyro
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default=None)
+    pre.add_argument("--workdir", default=None)
+    pre.add_argument("--resume", action="store_true")
+    known, rest = pre.parse_known_args(argv)
+    if known.resume and known.workdir is None:
+        known.workdir = str(_newest_run())
+    workdir = Path(known.workdir) if known.workdir else (
+        RUNS_DIR / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    )
+    stored = workdir / "config.json"
+    if known.config is None and stored.exists():
+        base = config_lib.load(str(stored))
+        source = f"the run directory's {stored}"
+    else:
+        name = known.config or default_preset()
+        base = config_lib.load(name)
+        source = f"preset {name}"
+    if known.resume and not stored.exists():
+        raise ValueError(f"--resume: {workdir} holds no run (no config.json)")
+    description = (
+        "Train AlphaZero for Connect Four.\n\n"
+        f"Defaults below come from {source}.\n"
+        "Extra flags: --config NAME|PATH (presets: "
+        + ", ".join(config_lib.preset_names())
+        + "), --workdir DIR (default runs/<date-time>; continues a run there), "
+        "--resume (continue --workdir, or the newest run in runs/)."
+    )
+    config = tyro.cli(
+        Config, default=base, args=rest, description=description, prog="python -m c4jax.train"
+    )
+    return config, workdir
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        config, workdir = parse_args(argv)
+        config_lib.validate(config, num_devices=jax.device_count())
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"run directory: {workdir}  (devices: {jax.device_count()} x {jax.devices()[0].platform})")
+    print(json.dumps(dataclasses.asdict(config)))
+    try:
+        summary = train_and_evaluate(config, workdir)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    final = {k: v for k, v in summary["eval"].items() if "/" in k}
+    print(f"stopped at iteration {summary['step']}; last evaluation: {np.round(list(final.values()), 3)} {list(final)}")
+    print(f"outputs in {workdir}; view with: tensorboard --logdir {workdir / 'tb'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""The fused training iteration and the state it carries, sharded over devices.
+
+``iteration(train_state, key)`` self-plays a chunk of B games for T moves,
+adds the finished positions to the on-device replay buffer and takes K SGD
+steps in ``lax.scan``; it returns the new state and a dict of metrics. Nothing
+in it syncs with the host.
+
+Data parallelism: a 1-D ``Mesh`` with a ``data`` axis over all devices. The
+game batch, the replay buffer and each minibatch are split along it; the
+network and optimizer state are replicated. One device is the 1-device case.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from c4jax import learner, network, replay, search, selfplay
+from c4jax.config import Config
+
+DATA_AXIS = "data"
+
+
+@struct.dataclass
+class TrainState:
+    """All that a run needs to continue bit-for-bit."""
+
+    step: jax.Array  # [] int32 iterations done
+    learner: learner.LearnerState
+    replay: replay.ReplayBuffer
+    selfplay: selfplay.SelfPlayState
+
+
+def make_mesh(devices: list | None = None) -> Mesh:
+    """A 1-D mesh with axis ``data`` over ``devices`` (default: all devices)."""
+    devices = jax.devices() if devices is None else devices
+    return Mesh(np.asarray(devices), (DATA_AXIS,))
+
+
+def run_keys(seed: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The three independent key streams of a run: (init, iterations, evaluation)."""
+    init_key, iteration_root, eval_root = jax.random.split(jax.random.key(seed), 3)
+    return init_key, iteration_root, eval_root
+
+
+def iteration_key(seed: int, step: int | jax.Array) -> jax.Array:
+    """The PRNG key of iteration ``step``: a pure function of the seed and step,
+    so a resumed run draws exactly the keys an uninterrupted one would."""
+    return jax.random.fold_in(run_keys(seed)[1], step)
+
+
+class Trainer:
+    """Builds the pure functions of a run and their jitted, sharded forms.
+
+    Attributes:
+        config: the run's configuration.
+        mesh: the device mesh.
+        network: the Flax module.
+        apply_fn: ``apply_fn(variables, obs [B, H, W, 2]) -> (logits [B, A], value [B])``.
+        search_fn: self-play search, ``search_fn(variables, key, state[B])``.
+        init: jitted ``init(key) -> TrainState``, sharded.
+        iteration: jitted ``iteration(TrainState, key) -> (TrainState, metrics)``;
+            it donates its input state.
+        shardings: the ``TrainState`` pytree of ``NamedSharding``.
+    """
+
+    def __init__(self, config: Config, mesh: Mesh | None = None):
+        self.config = config
+        self.mesh = mesh if mesh is not None else make_mesh()
+        self.network = network.make_network(config.network)
+        self.apply_fn = network.make_apply_fn(self.network)
+        self.search_fn = search.make_search(self.apply_fn, config.search)
+        total_sgd_steps = config.train.num_iterations * config.train.sgd_steps
+        self.optimizer = learner.make_optimizer(config.train, total_sgd_steps)
+        self._sgd_step = learner.make_sgd_step(self.network, self.optimizer, config.train)
+        self._selfplay = selfplay.make_selfplay(
+            self.search_fn, num_steps=config.train.selfplay_steps
+        )
+        abstract = jax.eval_shape(self._init, jax.random.key(0))
+        self.shardings = self._make_shardings(abstract)
+        replicated = NamedSharding(self.mesh, P())
+        self.init = jax.jit(self._init, out_shardings=self.shardings)
+        self.iteration = jax.jit(
+            self._iteration,
+            in_shardings=(self.shardings, replicated),
+            out_shardings=(self.shardings, replicated),
+            donate_argnums=0,
+        )
+
+    def abstract_state(self) -> TrainState:
+        """Shapes, dtypes and shardings of the state, for checkpoint restore."""
+        abstract = jax.eval_shape(self._init, jax.random.key(0))
+        return jax.tree.map(
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+            abstract,
+            self.shardings,
+        )
+
+    @staticmethod
+    def variables(state: TrainState) -> dict[str, Any]:
+        """The network variables in a state, for ``apply_fn`` and agents."""
+        return {"params": state.learner.params, "batch_stats": state.learner.batch_stats}
+
+    # -- pure functions -----------------------------------------------------
+
+    def _init(self, key: jax.Array) -> TrainState:
+        variables = network.init_variables(self.network, key)
+        params = variables["params"]
+        learner_state = learner.LearnerState(
+            params=params,
+            batch_stats=variables["batch_stats"],
+            opt_state=self.optimizer.init(params),
+            lr_scale=jnp.float32(1.0),
+        )
+        t = self.config.train
+        return TrainState(
+            step=jnp.int32(0),
+            learner=learner_state,
+            replay=replay.init(t.replay_capacity),
+            selfplay=selfplay.init(t.selfplay_batch),
+        )
+
+    def _iteration(self, state: TrainState, key: jax.Array):
+        t = self.config.train
+        play_key, learn_key = jax.random.split(key)
+        sp_state, positions, ready, sp_metrics = self._selfplay(
+            self.variables(state), play_key, state.selfplay
+        )
+        buffer = replay.add(state.replay, positions, ready)
+        batch_sharding = NamedSharding(self.mesh, P(DATA_AXIS))
+
+        def sgd(learner_state, sgd_key):
+            batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment)
+            batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
+            return self._sgd_step(learner_state, batch)
+
+        def learn(learner_state):
+            keys = jax.random.split(learn_key, t.sgd_steps)
+            learner_state, metrics = jax.lax.scan(sgd, learner_state, keys)
+            return learner_state, jax.tree.map(jnp.mean, metrics)
+
+        def wait(learner_state):
+            zeros = jax.eval_shape(learn, learner_state)[1]
+            return learner_state, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), zeros)
+
+        ready_to_learn = buffer.size >= max(t.min_replay_size, 1)
+        learner_state, learn_metrics = jax.lax.cond(ready_to_learn, learn, wait, state.learner)
+        sgd_done = state.step * t.sgd_steps  # SGD steps before this iteration
+        metrics = {
+            **sp_metrics,
+            **learn_metrics,
+            "learning_rate": self._learning_rate(sgd_done) * learner_state.lr_scale,
+            "replay_size": buffer.size,
+            "learned": ready_to_learn,
+        }
+        new_state = TrainState(
+            step=state.step + 1, learner=learner_state, replay=buffer, selfplay=sp_state
+        )
+        return new_state, metrics
+
+    def _learning_rate(self, sgd_step):
+        total = self.config.train.num_iterations * self.config.train.sgd_steps
+        return learner.make_schedule(self.config.train, total)(sgd_step)
+
+    # -- sharding -------------------------------------------------------------
+
+    def _make_shardings(self, abstract: TrainState) -> TrainState:
+        mesh = self.mesh
+        replicated = NamedSharding(mesh, P())
+        batch = NamedSharding(mesh, P(DATA_AXIS))
+        time_batch = NamedSharding(mesh, P(None, DATA_AXIS))
+        num_devices = math.prod(mesh.devices.shape)
+        rows = batch if abstract.replay.capacity % num_devices == 0 else replicated
+        every = lambda tree, s: jax.tree.map(lambda _: s, tree)  # noqa: E731
+        return TrainState(
+            step=replicated,
+            learner=every(abstract.learner, replicated),
+            replay=replay.ReplayBuffer(
+                data=every(abstract.replay.data, rows), insert=replicated, size=replicated
+            ),
+            selfplay=selfplay.SelfPlayState(
+                games=every(abstract.selfplay.games, batch),
+                tail=every(abstract.selfplay.tail, time_batch),
+            ),
+        )
