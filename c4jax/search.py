@@ -1,0 +1,218 @@
+"""Batched tree search over the exact Connect Four model with mctx.
+
+Shape glossary: B batch of games, A = 7 actions, N search nodes.
+
+The environment itself is the model: a node's embedding is an ``env.State``,
+and ``recurrent_fn`` steps it and evaluates the network on the new position.
+Values follow the two-player convention of pgx's AlphaZero example: every value
+is from the side of the player to move at that node, a step's ``reward`` is the
+result for the player who just moved, and ``discount = -1`` flips the sign
+between plies (``0`` at and after the end of a game, where the value is 0).
+
+mctx masks illegal moves only at the root (``invalid_actions``); below it,
+``recurrent_fn`` gives illegal moves a large negative finite prior logit. Should
+a search still try a full column there, the env scores it as a loss for the
+mover (reward -1), so it is never preferred.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mctx
+from flax import struct
+
+from c4jax import env
+from c4jax.config import SearchConfig
+
+ApplyFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
+
+
+@struct.dataclass
+class SearchOutput:
+    """The result of one search over a batch of positions.
+
+    For a finished game (all moves illegal) ``action`` is 0, ``policy`` is all
+    zeros and ``root_value`` is the exact result for the side to move (-1 after
+    a loss, 0 after a draw).
+    """
+
+    action: jax.Array  # [B] int32 move chosen, always legal for live games
+    policy: jax.Array  # [B, A] float32 improved policy: the training target
+    root_value: jax.Array  # [B] float32 search value for the player to move
+
+
+SearchFn = Callable[..., SearchOutput]
+
+
+def mask_logits(logits: jax.Array, legal: jax.Array) -> jax.Array:
+    """Gives illegal moves a large negative finite logit (as mctx does at the root).
+
+    Args:
+        logits: [B, A] float32 prior logits.
+        legal: [B, A] bool legal moves; a row may be all False (finished game).
+
+    Returns:
+        [B, A] float32 logits shifted so that their maximum is 0, with
+        ``finfo.min`` on illegal moves. A softmax of them is exactly 0 on
+        illegal moves of a live game, and never NaN.
+    """
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(legal, logits, jnp.finfo(logits.dtype).min)
+
+
+def terminal_value(state: env.State) -> jax.Array:
+    """[B] float32 exact value of finished games for ``state.current_player`` (0 if live).
+
+    -1 after the other player's win (or a forfeit by ``current_player``, which
+    does not advance the turn), 0 after a draw.
+    """
+    return jnp.where(state.terminated, _result(state.winner, state.current_player), 0.0)
+
+
+def _result(winner: jax.Array, player: jax.Array) -> jax.Array:
+    """[B] float32: +1 if ``player`` won, -1 if the other player won, 0 for none."""
+    return jnp.where(winner == player, 1.0, jnp.where(winner == -1, 0.0, -1.0)).astype(jnp.float32)
+
+
+def make_recurrent_fn(apply_fn: ApplyFn) -> mctx.RecurrentFn:
+    """The mctx model step: play ``action`` in the env and evaluate the network.
+
+    Args:
+        apply_fn: inference network, ``(variables, obs [B, H, W, 2]) ->
+            (logits [B, A], value [B])``.
+
+    Returns:
+        ``recurrent_fn(variables, rng_key, action [B], state [B]) ->
+        (mctx.RecurrentFnOutput, next_state [B])``.
+    """
+
+    def recurrent_fn(
+        variables: Any, rng_key: jax.Array, action: jax.Array, state: env.State
+    ) -> tuple[mctx.RecurrentFnOutput, env.State]:
+        del rng_key  # the model is exact and deterministic
+        next_state = env.step(state, action)
+        logits, value = apply_fn(variables, env.observe(next_state))
+        ended_now = ~state.terminated & next_state.terminated
+        # The result for the player who just moved: +1 win, 0 draw, -1 forfeit.
+        reward = jnp.where(ended_now, _result(next_state.winner, state.current_player), 0.0)
+        output = mctx.RecurrentFnOutput(
+            reward=reward.astype(jnp.float32),
+            discount=jnp.where(next_state.terminated, 0.0, -1.0).astype(jnp.float32),
+            prior_logits=mask_logits(logits, env.legal_action_mask(next_state)),
+            value=jnp.where(next_state.terminated, 0.0, value).astype(jnp.float32),
+        )
+        return output, next_state
+
+    return recurrent_fn
+
+
+def _masked_argmax(scores: jax.Array, legal: jax.Array) -> jax.Array:
+    """[B] int32 best legal move (0 if none) of [B, A] ``scores``."""
+    return jnp.argmax(jnp.where(legal, scores, -jnp.inf), axis=-1).astype(jnp.int32)
+
+
+def _sample(key: jax.Array, policy: jax.Array, legal: jax.Array) -> jax.Array:
+    """[B] int32 move sampled from [B, A] probabilities, restricted to legal moves.
+
+    Falls back to the first legal move if no legal move has positive weight
+    (and to 0 in finished games).
+    """
+    usable = legal & (policy > 0)
+    logits = jnp.where(usable, jnp.log(jnp.where(usable, policy, 1.0)), -jnp.inf)
+    sampled = jax.random.categorical(key, logits, axis=-1)
+    fallback = _masked_argmax(jnp.zeros_like(policy), legal)
+    return jnp.where(jnp.any(usable, axis=-1), sampled, fallback).astype(jnp.int32)
+
+
+def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
+    """Builds the search for self-play and evaluation.
+
+    Args:
+        apply_fn: inference network, ``(variables, obs [B, H, W, 2]) ->
+            (logits [B, A] float32, value [B] float32)`` (``network.make_apply_fn``).
+        config: the search hyperparameters; ``algorithm`` picks Gumbel MuZero
+            (``gumbel``) or PUCT with root Dirichlet noise (``puct``).
+
+    Returns:
+        ``search_fn(variables, key, state, evaluation=False) -> SearchOutput``
+        for a state of batch shape ``[B]``. ``evaluation`` is a Python bool
+        (static under jit): it turns off the root noise and picks the best move
+        deterministically. ``key`` is consumed. The function is pure and
+        traceable; jit it (with ``static_argnames='evaluation'``) or call it
+        inside a jitted program.
+    """
+    if config.algorithm not in ("gumbel", "puct"):
+        raise ValueError(f"search.algorithm: got {config.algorithm!r}, allowed: gumbel, puct")
+    if config.num_simulations < 0:
+        raise ValueError(f"search.num_simulations: got {config.num_simulations!r}, allowed: >= 0")
+    recurrent_fn = make_recurrent_fn(apply_fn)
+    num_simulations = int(config.num_simulations)
+
+    def search_fn(
+        variables: Any, key: jax.Array, state: env.State, evaluation: bool = False
+    ) -> SearchOutput:
+        """Searches every position of ``state`` ([B]) and picks a move for each."""
+        search_key, action_key = jax.random.split(key)
+        legal = env.legal_action_mask(state)  # [B, A]
+        logits, value = apply_fn(variables, env.observe(state))
+        logits = mask_logits(logits, legal)
+        value = value.astype(jnp.float32)
+
+        if num_simulations == 0:
+            policy = jax.nn.softmax(logits, axis=-1)
+            if evaluation:
+                action = _masked_argmax(logits, legal)
+            else:
+                action = _sample(action_key, policy, legal)
+            root_value = value
+        else:
+            root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
+            if config.algorithm == "gumbel":
+                out = mctx.gumbel_muzero_policy(
+                    params=variables,
+                    rng_key=search_key,
+                    root=root,
+                    recurrent_fn=recurrent_fn,
+                    num_simulations=num_simulations,
+                    invalid_actions=~legal,
+                    max_num_considered_actions=int(config.max_num_considered_actions),
+                    gumbel_scale=0.0 if evaluation else float(config.gumbel_scale),
+                )
+                policy = out.action_weights
+                action = out.action.astype(jnp.int32)
+            elif config.algorithm == "puct":
+                out = mctx.muzero_policy(
+                    params=variables,
+                    rng_key=search_key,
+                    root=root,
+                    recurrent_fn=recurrent_fn,
+                    num_simulations=num_simulations,
+                    invalid_actions=~legal,
+                    dirichlet_fraction=0.0 if evaluation else float(config.dirichlet_fraction),
+                    dirichlet_alpha=float(config.dirichlet_alpha),
+                    pb_c_init=float(config.pb_c_init),
+                )
+                policy = out.action_weights  # visit distribution
+                best = _masked_argmax(policy, legal)
+                if evaluation:
+                    action = best
+                else:
+                    explore = state.num_moves < config.temperature_moves
+                    action = jnp.where(explore, _sample(action_key, policy, legal), best)
+            else:
+                raise AssertionError(config.algorithm)  # checked above
+            root_value = out.search_tree.summary().value
+
+        live = ~state.terminated
+        policy = jnp.where(live[:, None] & legal, policy, 0.0).astype(jnp.float32)
+        return SearchOutput(
+            action=jnp.where(live, action, 0).astype(jnp.int32),
+            policy=policy,
+            root_value=jnp.where(live, root_value, terminal_value(state)).astype(jnp.float32),
+        )
+
+    return search_fn
