@@ -129,7 +129,8 @@ def train_and_evaluate(
             this call, as a Ctrl-C would; for tests of interruption.
 
     Returns:
-        A summary: ``step``, ``workdir``, the last metrics and evaluation.
+        A summary: ``step``, ``workdir``, the last ``metrics`` and ``eval``, and
+        the final ``state`` (a ``TrainState``).
     """
     if config.distributed:
         jax.distributed.initialize()
@@ -191,7 +192,10 @@ def train_and_evaluate(
         manager.wait_until_finished()
         manager.close()
         logger.close()
-    return {"step": step, "workdir": str(workdir), "metrics": metrics, "eval": last_eval}
+    return {
+        "step": step, "workdir": str(workdir), "metrics": metrics, "eval": last_eval,
+        "state": state,
+    }
 
 
 def _last_score(workdir: Path) -> float:

@@ -1,0 +1,68 @@
+"""Config: presets load and validate; bad values are rejected naming the field."""
+
+import dataclasses
+import json
+
+import pytest
+
+from c4jax import config as config_lib
+from c4jax.config import Config
+
+
+@pytest.mark.parametrize("name", ["tiny", "cpu", "gpu", "tpu"])
+def test_presets_load_and_validate(name):
+    cfg = config_lib.load(name)
+    config_lib.validate(cfg)
+    assert cfg == config_lib.load(f"configs/{name}.json")
+
+
+def test_tpu_preset_spreads_over_eight_chips():
+    config_lib.validate(config_lib.load("tpu"), num_devices=8)
+
+
+def test_round_trip_through_json(tmp_path):
+    cfg = config_lib.load("cpu")
+    config_lib.save(cfg, tmp_path / "c.json")
+    assert config_lib.load(str(tmp_path / "c.json")) == cfg
+
+
+@pytest.mark.parametrize(
+    "section, field, value, message",
+    [
+        ("train", "selfplay_batch", 0, "train.selfplay_batch"),
+        ("search", "num_simulations", 0, "search.num_simulations"),
+        ("train", "minibatch_size", 4096, "train.replay_capacity"),
+        ("search", "max_num_considered_actions", 9, "search.max_num_considered_actions"),
+        ("eval", "games", 3, "eval.games"),
+        ("network", "kernel_size", 4, "network.kernel_size"),
+    ],
+)
+def test_impossible_values_name_the_field(section, field, value, message):
+    cfg = config_lib.load("tiny")
+    sub = dataclasses.replace(getattr(cfg, section), **{field: value})
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        config_lib.validate(dataclasses.replace(cfg, **{section: sub}))
+
+
+def test_batch_must_divide_by_device_count():
+    cfg = config_lib.load("tiny")
+    with pytest.raises(ValueError, match=r"train\.selfplay_batch.*multiple of the device count \(3\)"):
+        config_lib.validate(cfg, num_devices=3)
+
+
+def test_unknown_and_mistyped_fields_are_rejected(tmp_path):
+    with pytest.raises(ValueError, match="unknown config field 'train.bogus'"):
+        config_lib.from_dict({"train": {"bogus": 1}})
+    with pytest.raises(ValueError, match="config field network.channels: got 'wide'"):
+        config_lib.from_dict({"network": {"channels": "wide"}})
+    path = tmp_path / "broken.json"
+    path.write_text("{nope")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        config_lib.load(str(path))
+    with pytest.raises(ValueError, match="presets: cpu, gpu, tiny, tpu"):
+        config_lib.load("nonexistent")
+
+
+def test_defaults_are_valid():
+    config_lib.validate(Config())
+    assert json.loads(json.dumps(config_lib.to_dict(Config())))["network"]["num_blocks"] == 5

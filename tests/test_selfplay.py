@@ -1,0 +1,84 @@
+"""Self-play: value targets for both players, tails carried across chunks, no waste."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from c4jax import env, search, selfplay
+
+# A scripted "search": the first player always plays column 1, the second
+# column 2, so every game is 1212121 and the first player wins on move 7:
+#   .......
+#   .......
+#   x......
+#   xo.....
+#   xo.....
+#   xo.....
+def _scripted(variables, key, state):
+    action = jnp.where(state.current_player == 0, 0, 1).astype(jnp.int32)
+    policy = jax.nn.one_hot(action, 7)
+    return search.SearchOutput(action=action, policy=policy, root_value=jnp.zeros(action.shape))
+
+
+def _run(num_steps, chunks, batch=3):
+    play = jax.jit(selfplay.make_selfplay(_scripted, num_steps=num_steps))
+    sp = selfplay.init(batch)
+    out = []
+    for i in range(chunks):
+        sp, positions, valid, metrics = play({}, jax.random.key(i), sp)
+        out.append((positions, np.asarray(valid), jax.device_get(metrics)))
+    return sp, out
+
+
+def test_value_targets_have_the_right_sign_for_both_players():
+    _, [(positions, valid, metrics)] = _run(num_steps=7, chunks=1)
+    assert valid.sum() == 7 * 3
+    player = np.asarray(positions.state.current_player)[valid]
+    value = np.asarray(positions.value)[valid]
+    np.testing.assert_array_equal(value, np.where(player == 0, 1.0, -1.0))
+    assert metrics["games_finished"] == 3
+    assert metrics["first_player_win_rate"] == 1.0
+    assert metrics["game_length"] == 7
+
+
+def test_unfinished_games_are_carried_not_discarded():
+    # Chunks of 3 moves: the 7-move games span three chunks.
+    sp, out = _run(num_steps=3, chunks=3)
+    counts = [v.sum() for _, v, _ in out]
+    assert counts == [0, 0, 7 * 3]  # all positions arrive once their game ends
+    assert all(m["discarded_fraction"] == 0 for _, _, m in out)
+    positions, valid, _ = out[-1]
+    moves = np.asarray(positions.state.num_moves)[valid]
+    assert sorted(moves.tolist()) == sorted(list(range(7)) * 3)  # each position exactly once
+    # After 9 moves each game is 2 moves into its second game: 2 rows wait in the tail.
+    np.testing.assert_array_equal(np.asarray(sp.tail.valid).sum(0), [2, 2, 2])
+    np.testing.assert_array_equal(np.asarray(sp.games.num_moves), [2, 2, 2])
+
+
+def test_game_results_marks_draws_and_unknown():
+    done = jnp.array([[False], [True], [False], [True], [False]])
+    winner = jnp.array([[-1], [-1], [-1], [1], [-1]])
+    np.testing.assert_array_equal(
+        selfplay.game_results(done, winner)[:, 0], [-1, -1, 1, 1, -2]
+    )
+    values = selfplay.value_targets(jnp.array([-1, 1, 1, 0]), jnp.array([0, 1, 0, 0]))
+    np.testing.assert_array_equal(values, [0.0, 1.0, -1.0, 1.0])
+
+
+def test_real_search_selfplay_runs_and_targets_are_valid():
+    from c4jax import config, network
+
+    net = network.make_network(config.NetworkConfig(num_blocks=1, channels=8))
+    variables = network.init_variables(net, jax.random.key(0))
+    search_fn = search.make_search(
+        network.make_apply_fn(net), config.SearchConfig(num_simulations=4)
+    )
+    play = jax.jit(selfplay.make_selfplay(search_fn, num_steps=16))
+    sp, positions, valid, metrics = play(variables, jax.random.key(0), selfplay.init(8))
+    valid = np.asarray(valid)
+    assert valid.sum() > 0 and metrics["discarded_fraction"] == 0
+    policy = np.asarray(positions.policy)[valid]
+    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
+    legal = np.asarray(env.legal_action_mask(positions.state))[valid]
+    assert (policy[~legal] == 0).all()
+    assert set(np.unique(np.asarray(positions.value)[valid])) <= {-1.0, 0.0, 1.0}
