@@ -22,7 +22,7 @@ Rules at the edges (the same as pgx):
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -246,20 +246,25 @@ def from_moves(moves: str) -> State:
     mover = num_moves % 2
     all_lo = boards[0][0] | boards[1][0]
     all_hi = boards[0][1] | boards[1][1]
-    return State(
-        own_lo=jnp.uint32(boards[mover][0]),
-        own_hi=jnp.uint32(boards[mover][1]),
-        all_lo=jnp.uint32(all_lo),
-        all_hi=jnp.uint32(all_hi),
-        num_moves=jnp.int32(num_moves),
-        winner=jnp.int32(winner),
-        terminated=jnp.bool_(winner != -1 or num_moves == NUM_CELLS),
+    state = State(
+        own_lo=np.uint32(boards[mover][0]),
+        own_hi=np.uint32(boards[mover][1]),
+        all_lo=np.uint32(all_lo),
+        all_hi=np.uint32(all_hi),
+        num_moves=np.int32(num_moves),
+        winner=np.int32(winner),
+        terminated=np.bool_(winner != -1 or num_moves == NUM_CELLS),
     )
+    return jax.device_put(state)  # one transfer of the whole pytree: jax arrays, same dtypes
 
 
 def stack(states: Sequence[State]) -> State:
     """Stacks single-game states into one batched state of shape ``[B]``."""
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    leaves = jax.tree.leaves(states)
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    # Concrete values: stacking on the host is far cheaper than B device ops per field.
+    return jax.device_put(jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *states))
 
 
 def render(state: State) -> str:

@@ -1,0 +1,243 @@
+"""Random-play throughput of c4jax's env next to pgx's ``connect_four``.
+
+Both environments run under one harness: every game plays a random legal move
+each step and a finished game restarts at once from a precomputed initial
+state. The "random" move comes from a cheap integer hash of a per-game uint32
+counter (no threefry per step), so the harness costs little next to the env.
+``steps`` moves of all B games run inside one jitted ``lax.scan``; compilation
+is excluded and every timing ends with ``block_until_ready()``.
+
+Usage::
+
+    JAX_PLATFORMS=cpu python -m bench.bench_env --batch-sizes 1 64 1024 4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_cpu.json"
+
+
+@dataclass(frozen=True)
+class EnvAdapter:
+    """What the harness needs from an environment, all over batch shape [B].
+
+    Attributes:
+        name: label in the table.
+        init: batch size B -> a batched state (the restart state of every game).
+        legal: state -> [B, A] bool legal moves.
+        step: (state, [B] int32 action) -> state.
+        done: state -> [B] bool, whether the game has ended.
+    """
+
+    name: str
+    init: Callable[[int], Any]
+    legal: Callable[[Any], jax.Array]
+    step: Callable[[Any, jax.Array], Any]
+    done: Callable[[Any], jax.Array]
+
+
+def c4jax_adapter() -> EnvAdapter:
+    """c4jax's natively batched env."""
+    from c4jax import env
+
+    return EnvAdapter(
+        name="c4jax",
+        init=env.init_batch,
+        legal=env.legal_action_mask,
+        step=env.step,
+        done=lambda s: s.terminated,
+    )
+
+
+def pgx_adapter() -> EnvAdapter:
+    """pgx's ``connect_four`` (v2 API: ``step(state, action, key=None)``), vmapped."""
+    import pgx
+
+    game = pgx.make("connect_four")
+    step = jax.vmap(game.step)  # key=None: Connect Four's step is deterministic
+
+    def init(batch_size: int):
+        keys = jax.random.split(jax.random.key(0), batch_size)
+        return jax.vmap(game.init)(keys)
+
+    return EnvAdapter(
+        name="pgx",
+        init=init,
+        legal=lambda s: s.legal_action_mask,
+        step=step,
+        done=lambda s: s.terminated | s.truncated,
+    )
+
+
+def _hash(x: jax.Array) -> jax.Array:
+    """[B] uint32 -> [B] uint32, a cheap avalanche mix (murmur3's finaliser)."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def pick_legal(mask: jax.Array, counter: jax.Array) -> jax.Array:
+    """A pseudo-random legal column per game, from elementwise integer ops only.
+
+    The mask is packed into a 7-bit word, the hash picks k in 0..(number legal - 1)
+    and the k lowest set bits are cleared; the lowest bit left is the column.
+
+    Args:
+        mask: [B, A] bool legal moves; at least one True per row.
+        counter: [B] uint32 per-game counters, hashed into the choice.
+
+    Returns:
+        [B] int32 column of the k-th legal move.
+    """
+    num_actions = mask.shape[-1]
+    weights = jnp.left_shift(jnp.uint32(1), jnp.arange(num_actions, dtype=jnp.uint32))  # [A]
+    bits = jnp.sum(jnp.where(mask, weights, jnp.uint32(0)), axis=-1, dtype=jnp.uint32)  # [B]
+    num_legal = jax.lax.population_count(bits)  # [B]
+    k = ((_hash(counter) >> 16) * num_legal) >> 16  # [B] in 0..num_legal-1
+    for i in range(1, num_actions):
+        bits = jnp.where(k >= i, bits & (bits - 1), bits)  # clear the lowest set bit
+    lowest = bits & (~bits + jnp.uint32(1))
+    return jax.lax.population_count(lowest - jnp.uint32(1)).astype(jnp.int32)
+
+
+def make_run(adapter: EnvAdapter, batch_size: int, num_steps: int):
+    """Builds a jitted ``(state, counter) -> (state, counter)`` of num_steps random moves."""
+    restart = adapter.init(batch_size)
+
+    def body(carry, _):
+        state, counter = carry
+        action = pick_legal(adapter.legal(state), counter)
+        state = adapter.step(state, action)
+        done = adapter.done(state)
+        state = jax.tree.map(
+            lambda r, s: jnp.where(jnp.reshape(done, done.shape + (1,) * (s.ndim - 1)), r, s),
+            restart,
+            state,
+        )
+        return (state, counter + jnp.uint32(1)), None
+
+    @jax.jit
+    def run(state, counter):
+        (state, counter), _ = jax.lax.scan(body, (state, counter), None, length=num_steps)
+        return state, counter
+
+    counter = jnp.arange(batch_size, dtype=jnp.uint32) * jnp.uint32(0x9E3779B9)
+    return run, restart, counter
+
+
+def time_envs(
+    adapters: list[EnvAdapter], batch_size: int, num_steps: int, repeats: int
+) -> dict[str, dict[str, float]]:
+    """Steps per second of each env, B x num_steps game-steps per timed call.
+
+    The envs' timed calls alternate (c4jax, pgx, c4jax, ...) so that load from
+    other processes hits both alike; the best call counts, the median is kept too.
+
+    Returns:
+        {name: {"best": steps/s of the fastest call, "median": of the median call}}.
+    """
+    runs = {}
+    for adapter in adapters:
+        run, state, counter = make_run(adapter, batch_size, num_steps)
+        runs[adapter.name] = [run, jax.block_until_ready(run(state, counter))]  # compile, warm up
+    seconds = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, entry in runs.items():
+            run, carry = entry
+            start = time.perf_counter()
+            entry[1] = jax.block_until_ready(run(*carry))
+            seconds[name].append(time.perf_counter() - start)
+    work = batch_size * num_steps
+    return {
+        name: {"best": work / min(times), "median": work / statistics.median(times)}
+        for name, times in seconds.items()
+    }
+
+
+def device_info() -> dict[str, Any]:
+    """Where the numbers were taken."""
+    device = jax.devices()[0]
+    return {
+        "platform": device.platform,
+        "device_kind": device.device_kind,
+        "num_devices": jax.device_count(),
+        "jax_version": jax.__version__,
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="batch sizes B (default 1 64 1024 4096, plus 16384 on a GPU/TPU)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="moves per timed call (default: about 4M game-steps per call, at least 100)",
+    )
+    parser.add_argument("--repeats", type=int, default=10, help="timed calls; the best counts")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
+    parser.add_argument("--skip-pgx", action="store_true", help="time c4jax only")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Runs the benchmark, prints a table and writes the JSON results."""
+    args = parse_args(argv)
+    info = device_info()
+    batch_sizes = args.batch_sizes
+    if batch_sizes is None:
+        batch_sizes = [1, 64, 1024, 4096] + ([16384] if info["platform"] != "cpu" else [])
+    adapters = [c4jax_adapter()] + ([] if args.skip_pgx else [pgx_adapter()])
+
+    rows = []
+    print(f"device: {info['device_kind']} ({info['platform']}), jax {info['jax_version']}")
+    print(f"{'B':>6} {'steps':>6} {'c4jax steps/s':>15} {'pgx steps/s':>15} {'ratio':>7}")
+    for batch_size in batch_sizes:
+        num_steps = args.steps or max(100, min(5000, (1 << 22) // batch_size))
+        rates = time_envs(adapters, batch_size, num_steps, args.repeats)
+        row = {"batch_size": batch_size, "steps": num_steps}
+        for name, rate in rates.items():
+            row[f"{name}_steps_per_s"] = rate["best"]
+            row[f"{name}_steps_per_s_median"] = rate["median"]
+        ours = rates["c4jax"]["best"]
+        theirs = rates["pgx"]["best"] if "pgx" in rates else None
+        row["ratio"] = ours / theirs if theirs else None
+        rows.append(row)
+        pgx_text = f"{theirs:15.3e}" if theirs else f"{'-':>15}"
+        ratio_text = f"{row['ratio']:7.2f}" if theirs else f"{'-':>7}"
+        print(f"{batch_size:>6} {num_steps:>6} {ours:15.3e} {pgx_text} {ratio_text}")
+
+    result = {"device": info, "repeats": args.repeats, "results": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
