@@ -105,7 +105,7 @@ def make_sgd_step(
             lr_scale = jnp.where(kl < config.kl_target / _KL_BAND, lr_scale * _KL_FACTOR, lr_scale)
             lr_scale = jnp.clip(lr_scale, *_KL_SCALE_RANGE)
             metrics = {**metrics, "kl": kl}
-        metrics = {**metrics, "grad_norm": optax.global_norm(grads), "lr_scale": lr_scale}
+        metrics = {**metrics, "grad_norm": optax.tree.norm(grads), "lr_scale": lr_scale}
         new_state = LearnerState(
             params=params, batch_stats=batch_stats, opt_state=opt_state, lr_scale=lr_scale
         )

@@ -1,0 +1,125 @@
+"""The whole run: learning, checkpoints, bit-for-bit resume, 2 devices, bad input."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from c4jax import config as config_lib
+from c4jax import train
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tiny(**train_overrides):
+    cfg = config_lib.load("tiny")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **train_overrides))
+
+
+def _leaves(state):
+    return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(state))]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("full")
+    return workdir, train.train_and_evaluate(_tiny(), workdir, progress=False)
+
+
+def test_run_writes_config_metrics_events_and_checkpoints(uninterrupted):
+    workdir, summary = uninterrupted
+    assert summary["step"] == 4
+    assert config_lib.load(str(workdir / "config.json")) == _tiny()
+    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert "win_rate/random" in records[1] and "win_rate/lookahead" in records[3]
+    assert all(r["discarded_fraction"] <= 0.1 for r in records)
+    assert list((workdir / "tb").glob("events.out.tfevents.*"))
+    steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
+    assert steps == [2, 4]
+
+
+def test_loss_goes_down(uninterrupted):
+    """The trained network fits the replay data better than its initialisation."""
+    from c4jax import learner, replay, trainer
+
+    _, summary = uninterrupted
+    state = summary["state"]
+    run = trainer.Trainer(_tiny())
+    initial = run.init(trainer.run_keys(0)[0])
+    batch = replay.sample(state.replay, jax.random.key(7), 1024, mirror=False)
+    sgd_step = learner.make_sgd_step(run.network, run.optimizer, run.config.train)
+
+    def loss(learner_state):
+        return float(sgd_step(learner_state, batch)[1]["loss"])
+
+    assert loss(state.learner) < loss(initial.learner) - 0.05
+
+
+def test_interrupted_and_resumed_run_matches_bit_for_bit(uninterrupted, tmp_path):
+    _, full = uninterrupted
+    first = train.train_and_evaluate(_tiny(), tmp_path, progress=False, stop_after=1)
+    assert first["step"] == 1
+    resumed = train.train_and_evaluate(_tiny(), tmp_path, progress=False)
+    assert resumed["step"] == 4
+    for a, b in zip(_leaves(full["state"]), _leaves(resumed["state"]), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_incompatible_checkpoint_is_rejected_naming_the_field(uninterrupted):
+    workdir, _ = uninterrupted
+    cfg = _tiny()
+    cfg = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, channels=16))
+    with pytest.raises(ValueError, match=r"network\.channels is 8 in the checkpoint but 16"):
+        train.train_and_evaluate(cfg, workdir, progress=False)
+
+
+def test_rerunning_a_finished_run_directory_uses_its_config(uninterrupted):
+    workdir, _ = uninterrupted
+    cfg, path = train.parse_args(["--workdir", str(workdir)])
+    assert path == workdir and cfg == _tiny()
+
+
+def _cli(*args, devices=1):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    if devices > 1:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return subprocess.run(
+        [sys.executable, "-m", "c4jax.train", *args],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
+    )
+
+
+def test_two_device_run_from_the_command_line(tmp_path):
+    out = _cli(
+        "--config", "tiny", "--workdir", str(tmp_path), "--train.num-iterations", "2",
+        "--eval.every", "0", devices=2,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "devices: 2 x cpu" in out.stdout
+    assert (tmp_path / "checkpoints" / "2").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--train.minibatch-size", "0"], "train.minibatch_size"),
+        (["--train.selfplay-batch", "3"], "multiple of the device count (2)"),
+        (["--train.bogus", "1"], "Unrecognized options: --train.bogus"),
+        (["--search.algorithm", "alphabeta"], "invalid choice 'alphabeta'"),
+        (["--config", "nonexistent"], "presets: cpu, gpu, tiny, tpu"),
+    ],
+)
+def test_bad_input_fails_before_compiling_with_a_clear_message(args, message, tmp_path):
+    base = ["--config", "tiny"] if "--config" not in args else []
+    out = _cli(*base, *args, "--workdir", str(tmp_path), devices=2)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "checkpoints").exists()
