@@ -7,6 +7,8 @@ import pytest
 from c4jax import agents, arena, env
 
 KEY = jax.random.PRNGKey(0)
+LOOKAHEAD = jax.jit(agents.lookahead_agent)
+MINIMAX_3 = jax.jit(agents.make_minimax_agent(depth=3))
 
 
 def _batch(moves: str, copies: int = 16) -> env.State:
@@ -54,13 +56,13 @@ def test_positions_are_as_drawn():
 
 @pytest.mark.parametrize("moves, expected", [(WIN_IN_ONE, 0), (BLOCK_IN_ONE, 1), (BLOCK_ROW, 0)])
 def test_lookahead_wins_and_blocks(moves, expected):
-    actions = agents.lookahead_agent(KEY, _batch(moves))
+    actions = LOOKAHEAD(KEY, _batch(moves))
     np.testing.assert_array_equal(actions, expected)
 
 
 @pytest.mark.parametrize("moves, expected", [(WIN_IN_ONE, 0), (BLOCK_IN_ONE, 1), (BLOCK_ROW, 0)])
 def test_minimax_wins_and_blocks(moves, expected):
-    actions = agents.make_minimax_agent(depth=3)(KEY, _batch(moves))
+    actions = MINIMAX_3(KEY, _batch(moves))
     np.testing.assert_array_equal(actions, expected)
 
 
@@ -107,9 +109,8 @@ def test_minimax_beats_random():
     assert result.wins >= 19, str(result)
 
 
-@pytest.mark.slow
 def test_mcts_1000_beats_random():
-    """Acceptance: pure MCTS with 1000 rollouts wins at least 95 of 100 games."""
+    """Acceptance: pure MCTS with 1000 rollouts wins at least 95 of 100 games (~40 s on 2 CPUs)."""
     result = arena.play_games(agents.make_mcts_agent(1000), agents.random_agent, KEY, 100)
     assert result.wins >= 95, str(result)
 
@@ -117,3 +118,9 @@ def test_mcts_1000_beats_random():
 def test_mcts_small_beats_random():
     result = arena.play_games(agents.make_mcts_agent(64), agents.random_agent, KEY, 20)
     assert result.wins >= 16, str(result)
+
+
+def test_mcts_takes_win_and_block():
+    agent = jax.jit(agents.make_mcts_agent(200))
+    np.testing.assert_array_equal(agent(KEY, _batch(WIN_IN_ONE, 4)), 0)
+    np.testing.assert_array_equal(agent(KEY, _batch(BLOCK_IN_ONE, 4)), 1)
