@@ -27,7 +27,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+NUM_ACTIONS = 7  # both envs: one action per column
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_cpu.json"
 
 
@@ -92,15 +94,27 @@ def _hash(x: jax.Array) -> jax.Array:
     return x ^ (x >> 16)
 
 
-def pick_legal(mask: jax.Array, counter: jax.Array) -> jax.Array:
-    """A pseudo-random legal column per game, from elementwise integer ops only.
+def kth_legal_table(num_actions: int) -> np.ndarray:
+    """[2**A * A] int32: entry ``bits * A + k`` is the k-th set bit of ``bits`` (0 if none)."""
+    table = np.zeros((1 << num_actions, num_actions), np.int32)
+    for bits in range(1 << num_actions):
+        columns = [c for c in range(num_actions) if bits >> c & 1]
+        table[bits, : len(columns)] = columns
+    return table.reshape(-1)
 
-    The mask is packed into a 7-bit word, the hash picks k in 0..(number legal - 1)
-    and the k lowest set bits are cleared; the lowest bit left is the column.
+
+def pick_legal(mask: jax.Array, counter: jax.Array, table: jax.Array) -> jax.Array:
+    """A pseudo-random legal column per game, without a PRNG key.
+
+    The mask is packed into an A-bit word, a hash of the counter picks k in
+    0..(number legal - 1), and a lookup gives the k-th legal column. The lookup is
+    a gather, which XLA computes once rather than re-deriving it inside every
+    consumer of the action.
 
     Args:
         mask: [B, A] bool legal moves; at least one True per row.
         counter: [B] uint32 per-game counters, hashed into the choice.
+        table: ``kth_legal_table(A)``.
 
     Returns:
         [B] int32 column of the k-th legal move.
@@ -110,26 +124,28 @@ def pick_legal(mask: jax.Array, counter: jax.Array) -> jax.Array:
     bits = jnp.sum(jnp.where(mask, weights, jnp.uint32(0)), axis=-1, dtype=jnp.uint32)  # [B]
     num_legal = jax.lax.population_count(bits)  # [B]
     k = ((_hash(counter) >> 16) * num_legal) >> 16  # [B] in 0..num_legal-1
-    for i in range(1, num_actions):
-        bits = jnp.where(k >= i, bits & (bits - 1), bits)  # clear the lowest set bit
-    lowest = bits & (~bits + jnp.uint32(1))
-    return jax.lax.population_count(lowest - jnp.uint32(1)).astype(jnp.int32)
+    return jnp.take(table, (bits * num_actions + k).astype(jnp.int32), mode="clip")
 
 
 def make_run(adapter: EnvAdapter, batch_size: int, num_steps: int):
-    """Builds a jitted ``(state, counter) -> (state, counter)`` of num_steps random moves."""
+    """Builds a jitted ``(state, counter) -> (state, counter)`` of num_steps random moves.
+
+    Each step first restarts the games that have ended, then plays a random legal
+    move in every game: all B games advance by one move per step.
+    """
     restart = adapter.init(batch_size)
+    table = jnp.asarray(kth_legal_table(NUM_ACTIONS))
 
     def body(carry, _):
         state, counter = carry
-        action = pick_legal(adapter.legal(state), counter)
-        state = adapter.step(state, action)
         done = adapter.done(state)
         state = jax.tree.map(
             lambda r, s: jnp.where(jnp.reshape(done, done.shape + (1,) * (s.ndim - 1)), r, s),
             restart,
             state,
         )
+        action = pick_legal(adapter.legal(state), counter, table)
+        state = adapter.step(state, action)
         return (state, counter + jnp.uint32(1)), None
 
     @jax.jit

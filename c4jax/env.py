@@ -85,39 +85,37 @@ def init_batch(batch_size: int) -> State:
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (batch_size,)), init())
 
 
-def _lines(word, shifts):
-    """Whether ``word`` holds four in a row along any direction in ``shifts``."""
-    found = 0
-    for s in shifts:
-        pairs = word & (word >> s)
-        found = found | (pairs & (pairs >> (2 * s)))
-    return found
-
-
 def has_four(lo, hi):
     """[S] bool: whether the bitboard (lo, hi) contains four in a row.
 
     Works on jax arrays and on numpy uint32 alike (operators only).
     """
-    rows_1_to_4 = (lo >> 8) | (hi << 24)
-    rows_2_to_5 = (lo >> 16) | (hi << 16)
-    found = (
-        _lines(lo, (1, 7, 8, 9))  # rows 0-3: every direction
-        | _lines(hi, (1,))  # rows 4-5: horizontal
-        | _lines(rows_1_to_4, (7, 8, 9))
-        | _lines(rows_2_to_5, (7, 8, 9))
-    )
+    # Horizontal lines stay inside one word; the sentinel bit 7 of every byte
+    # stops them wrapping into the next row.
+    pairs = lo & (lo >> 1)
+    found = pairs & (pairs >> 2)
+    pairs = hi & (hi >> 1)
+    found = found | (pairs & (pairs >> 2))
+    # Vertical (8) and diagonal (7, 9) lines span four rows, so they start in
+    # rows 0-2, all in ``lo``; their upper stones are shifted down across the
+    # word boundary, bringing rows 4-5 in from ``hi``.
+    for s in (7, 8, 9):
+        pairs_lo = lo & ((lo >> s) | (hi << (32 - s)))  # bit b: stones at b and b + s
+        pairs_hi = hi & (hi >> s)
+        found = found | (pairs_lo & ((pairs_lo >> (2 * s)) | (pairs_hi << (32 - 2 * s))))
     return found != 0
 
 
 def _drop_bits(all_lo, all_hi, column):
     """Bit of the lowest empty cell of ``column`` as (lo, hi); both 0 if full."""
-    col_lo = (all_lo >> column) & _COLUMN_BITS_LO
-    col_hi = (all_hi >> column) & _COLUMN_BITS_HI
-    free_lo = ((col_lo << 8) | 1) & ~col_lo & _COLUMN_BITS_LO
-    free_hi = ((col_hi << 8) | 1) & ~col_hi & _COLUMN_BITS_HI
-    free_hi = free_hi * (free_lo == 0)
-    return free_lo << column, free_hi << column
+    bottom = jnp.left_shift(jnp.uint32(1), column)  # row 0 of the column
+    # A column's stones are a run from the bottom: sum(2**(8 * i)) for i < k,
+    # shifted by the column. Times 255 plus ``bottom`` gives the cell above the
+    # run, 2**(8 * k) shifted, which overflows to 0 once rows 0-3 are full.
+    free_lo = (all_lo & (_COLUMN_BITS_LO * bottom)) * 255 + bottom
+    column_hi = _COLUMN_BITS_HI * bottom
+    free_hi = ((all_hi & column_hi) * 255 + bottom) & column_hi  # 0 once row 5 is full
+    return free_lo, jnp.where(free_lo == 0, free_hi, jnp.uint32(0))
 
 
 def step(state: State, action: jax.Array) -> State:
@@ -131,33 +129,33 @@ def step(state: State, action: jax.Array) -> State:
         The next positions. A full column ends a live game with a loss for the
         mover (no stone is placed); a finished game is returned unchanged.
     """
+    # Every output field is an elementwise function of the inputs that XLA
+    # fuses on its own (on CPU it recomputes shared terms inside each field's
+    # loop), so the update is written with as few operations as possible.
     column = jnp.asarray(action).astype(jnp.uint32)
-    bit_lo, bit_hi = _drop_bits(state.all_lo, state.all_hi, column)
     live = ~state.terminated
-    legal = (bit_lo | bit_hi) != 0
-    placed = live & legal
-    forfeit = live & ~legal
+    bit_lo, bit_hi = _drop_bits(state.all_lo, state.all_hi, column)
+    bit_lo = jnp.where(live, bit_lo, jnp.uint32(0))  # a finished game gets no stone
+    bit_hi = jnp.where(live, bit_hi, jnp.uint32(0))
+    placed = (bit_lo | bit_hi) != 0
+    forfeit = live & ~placed  # a live game, a full column
 
     mover_lo = state.own_lo | bit_lo
     mover_hi = state.own_hi | bit_hi
     all_lo = state.all_lo | bit_lo
     all_hi = state.all_hi | bit_hi
-    num_moves = state.num_moves + 1
-    won = has_four(mover_lo, mover_hi)
-    player = state.current_player
-    moved = State(
-        own_lo=all_lo ^ mover_lo,  # the opponent is to move next
-        own_hi=all_hi ^ mover_hi,
+    num_moves = state.num_moves + placed.astype(jnp.int32)
+    won = placed & has_four(mover_lo, mover_hi)
+    player = state.num_moves & 1  # current_player, for num_moves >= 0
+    winner = jnp.where(won, player, jnp.where(forfeit, 1 - player, state.winner))
+    return State(
+        own_lo=jnp.where(placed, all_lo ^ mover_lo, state.own_lo),  # the opponent moves next
+        own_hi=jnp.where(placed, all_hi ^ mover_hi, state.own_hi),
         all_lo=all_lo,
         all_hi=all_hi,
         num_moves=num_moves,
-        winner=jnp.where(won, player, -1).astype(jnp.int32),
-        terminated=won | (num_moves == NUM_CELLS),
-    )
-    out = jax.tree.map(lambda new, old: jnp.where(placed, new, old), moved, state)
-    return out.replace(
-        winner=jnp.where(forfeit, 1 - player, out.winner).astype(jnp.int32),
-        terminated=out.terminated | forfeit,
+        winner=winner.astype(jnp.int32),
+        terminated=state.terminated | won | forfeit | (num_moves == NUM_CELLS),
     )
 
 

@@ -355,6 +355,57 @@ def test_step_on_finished_game_is_identity(moves):
         assert_same_state(_step(state, jnp.int32(action)), state)
 
 
+# --- has_four on arbitrary bitboards. ---
+
+
+def _all_lines() -> list[list[tuple[int, int]]]:
+    """The 69 lines of four cells as (row, col) lists, row 0 at the bottom."""
+    lines = []
+    for r in range(env.NUM_ROWS):
+        for c in range(env.NUM_COLS):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                cells = [(r + i * dr, c + i * dc) for i in range(4)]
+                if all(0 <= rr < env.NUM_ROWS and 0 <= cc < env.NUM_COLS for rr, cc in cells):
+                    lines.append(cells)
+    return lines
+
+
+def _words(cells) -> tuple[np.ndarray, np.ndarray]:
+    """[N] lists of (row, col) cells -> ([N] lo, [N] hi) uint32 bitboards."""
+    lo = np.zeros(len(cells), np.uint32)
+    hi = np.zeros(len(cells), np.uint32)
+    for i, group in enumerate(cells):
+        for r, c in group:
+            if r < 4:
+                lo[i] |= np.uint32(1 << (8 * r + c))
+            else:
+                hi[i] |= np.uint32(1 << (8 * (r - 4) + c))
+    return lo, hi
+
+
+def test_has_four_on_every_line():
+    lines = _all_lines()
+    assert len(lines) == 69
+    lo, hi = _words(lines)
+    assert np.asarray(env.has_four(jnp.asarray(lo), jnp.asarray(hi))).all()
+    assert np.asarray(env.has_four(lo, hi)).all()  # numpy works too
+    three = [line[:k] + line[k + 1 :] for line in lines for k in range(4)]
+    lo, hi = _words(three)
+    assert not np.asarray(env.has_four(jnp.asarray(lo), jnp.asarray(hi))).any()
+
+
+def test_has_four_matches_line_scan_on_random_boards():
+    rng = np.random.default_rng(11)
+    cells = rng.random((4000, env.NUM_ROWS, env.NUM_COLS)) < rng.uniform(0.2, 0.6, (4000, 1, 1))
+    expected = np.zeros(4000, bool)
+    for line in _all_lines():
+        expected |= np.all([cells[:, r, c] for r, c in line], axis=0)
+    lo, hi = _words([list(zip(*np.nonzero(board), strict=True)) for board in cells])
+    assert 0.2 < expected.mean() < 0.9
+    np.testing.assert_array_equal(env.has_four(jnp.asarray(lo), jnp.asarray(hi)), expected)
+    np.testing.assert_array_equal(env.has_four(lo, hi), expected)
+
+
 # --- from_moves errors. ---
 
 
