@@ -98,7 +98,7 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, jax.Array | np.ndarray)
 
 
-def _split_agent(agent: Agent) -> tuple[Any, list]:
+def split_agent(agent: Agent) -> tuple[Any, list]:
     """(hashable static description, list of array leaves) of an agent.
 
     A ``functools.partial`` is split into its function, the tree structure of
@@ -118,8 +118,8 @@ def _split_agent(agent: Agent) -> tuple[Any, list]:
     return ("object", agent), []
 
 
-def _join_agent(static: Any, arrays: list) -> Agent:
-    """Inverse of ``_split_agent``."""
+def join_agent(static: Any, arrays: list) -> Agent:
+    """Inverse of ``split_agent``."""
     if static[0] == "object":
         return static[1]
     _, func, treedef, statics = static
@@ -140,8 +140,8 @@ def _build_match(static_a, static_b, num_pairs: int, opening_moves: int):
     """
 
     def match(key, arrays_a, arrays_b):
-        agent_a = _join_agent(static_a, arrays_a)
-        agent_b = _join_agent(static_b, arrays_b)
+        agent_a = join_agent(static_a, arrays_a)
+        agent_b = join_agent(static_b, arrays_b)
         k_open, k_play = jax.random.split(key)
 
         # Random opening, shared by the two games of a pair.
@@ -231,8 +231,8 @@ def play_games(
         raise ValueError(f"num_games must be >= 1, got {num_games}")
     if not 0 <= opening_moves < env.NUM_CELLS:
         raise ValueError(f"opening_moves must be in 0..41, got {opening_moves}")
-    static_a, arrays_a = _split_agent(agent_a)
-    static_b, arrays_b = _split_agent(agent_b)
+    static_a, arrays_a = split_agent(agent_a)
+    static_b, arrays_b = split_agent(agent_b)
     num_pairs = (num_games + 1) // 2
     match = _get_match(static_a, static_b, num_pairs, opening_moves)
     winner, num_moves = jax.device_get(match(key, arrays_a, arrays_b))  # [2, P] each

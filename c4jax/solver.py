@@ -1,0 +1,444 @@
+"""Solver-labelled Pons positions and the move-mistake metric.
+
+The six benchmark sets of Pascal Pons' Connect Four test protocol ship with the
+package (``c4jax/data/pons``), each position with the exact score of every
+legal move (see ``data/README.md`` in the shared notes). A chosen move is a
+**mistake** when some legal move has a strictly better win/draw/loss outcome:
+``sign(best score) > sign(chosen score)``. A position is **trivial** when all
+legal moves have the same sign (no move can be a mistake there). A move is
+**exact-best** when its score equals the best score (it wins fastest / loses
+slowest). An illegal move counts as a mistake and never as exact-best.
+
+``evaluate_agent`` reports, per set, the mistake rate over all positions and
+over the non-trivial ones, and the exact-best rate, each with a 95% Wilson
+interval and its counts.
+
+Run ``python -m c4jax.solver --help`` for a table of the baseline agents.
+
+Shapes: P positions, A = 7 actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import functools
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from c4jax import env
+from c4jax.arena import join_agent, split_agent, wilson_interval
+
+DATA_DIR = Path(__file__).resolve().parent / "data" / "pons"
+SET_NAMES = ("L3_R1", "L2_R1", "L2_R2", "L1_R1", "L1_R2", "L1_R3")
+# Sets pinned by MD5SUMS (L1_R3 is still growing and not pinned yet).
+STANDARD_SETS = ("L3_R1", "L2_R1", "L2_R2", "L1_R1", "L1_R2")
+
+
+class ChecksumError(ValueError):
+    """A data file does not match its MD5SUMS entry."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PonsSet:
+    """One set of solver-labelled positions (host-side numpy)."""
+
+    name: str
+    moves: tuple[str, ...]  # [P] Pons move strings, columns 1-7
+    score: np.ndarray  # [P] int32 exact value for the player to move
+    move_scores: np.ndarray  # [P, A] int32 exact value of each move; 0 where illegal
+    legal: np.ndarray  # [P, A] bool, column not full
+
+    def __len__(self) -> int:
+        return len(self.moves)
+
+    def states(self) -> env.State:
+        """[P] env states of the positions (jax arrays)."""
+        return jax.device_put(states_from_moves(self.moves))
+
+    def head(self, n: int | None) -> PonsSet:
+        """The first ``n`` positions (all if ``n`` is None)."""
+        if n is None or n >= len(self):
+            return self
+        return dataclasses.replace(
+            self,
+            moves=self.moves[:n],
+            score=self.score[:n],
+            move_scores=self.move_scores[:n],
+            legal=self.legal[:n],
+        )
+
+
+def read_md5sums(data_dir: Path) -> dict[str, str]:
+    """{file name: md5 hex digest} from ``data_dir/MD5SUMS`` (empty if absent)."""
+    path = Path(data_dir) / "MD5SUMS"
+    if not path.exists():
+        return {}
+    sums = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            sums[name.strip().lstrip("*")] = digest.lower()
+    return sums
+
+
+def md5_of(path: Path) -> str:
+    """Hex MD5 digest of a file."""
+    return hashlib.md5(Path(path).read_bytes()).hexdigest()
+
+
+def verify_file(path: Path, sums: Mapping[str, str] | None = None) -> bool:
+    """Checks ``path`` against the MD5SUMS of its folder.
+
+    Returns:
+        True if the file is listed and matches, False if it is not listed.
+
+    Raises:
+        ChecksumError: the file is listed and its digest differs.
+    """
+    path = Path(path)
+    sums = read_md5sums(path.parent) if sums is None else sums
+    if path.name not in sums:
+        return False
+    actual = md5_of(path)
+    if actual != sums[path.name]:
+        raise ChecksumError(
+            f"{path}: MD5 {actual} does not match {sums[path.name]} in MD5SUMS"
+            " (corrupted or modified data file)"
+        )
+    return True
+
+
+def verify_all(data_dir: Path = DATA_DIR) -> list[str]:
+    """Verifies every file listed in ``data_dir/MD5SUMS``; returns their names."""
+    sums = read_md5sums(data_dir)
+    for name in sums:
+        verify_file(Path(data_dir) / name, sums)
+    return sorted(sums)
+
+
+def load_set(name: str, data_dir: Path | None = None, *, verify: bool = True) -> PonsSet:
+    """Loads one Pons set, e.g. ``"L1_R1"``, checking its MD5 if MD5SUMS lists it.
+
+    Args:
+        name: set name (file ``<name>.jsonl``).
+        data_dir: folder of the sets; the packaged data by default.
+        verify: check the MD5 (files not listed in MD5SUMS are not checked).
+
+    Raises:
+        FileNotFoundError: no such set.
+        ChecksumError: the file does not match MD5SUMS.
+        ValueError: a malformed line.
+    """
+    data_dir = DATA_DIR if data_dir is None else Path(data_dir)
+    path = data_dir / f"{name}.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"no Pons set {name!r} at {path}")
+    if verify:
+        verify_file(path)
+    return _parse(name, path.read_text())
+
+
+@functools.lru_cache(maxsize=16)
+def _load_packaged(name: str) -> PonsSet:
+    return load_set(name)
+
+
+def _parse(name: str, text: str) -> PonsSet:
+    moves, score, move_scores, legal = [], [], [], []
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            row = record["move_scores"]
+            if len(row) != env.NUM_ACTIONS:
+                raise ValueError(f"{len(row)} move scores")
+            moves.append(str(record["moves"]))
+            score.append(int(record["score"]))
+            legal.append([s is not None for s in row])
+            move_scores.append([0 if s is None else int(s) for s in row])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{name} line {line_no}: malformed record ({e})") from e
+    return PonsSet(
+        name=name,
+        moves=tuple(moves),
+        score=np.asarray(score, np.int32).reshape(-1),
+        move_scores=np.asarray(move_scores, np.int32).reshape(-1, env.NUM_ACTIONS),
+        legal=np.asarray(legal, bool).reshape(-1, env.NUM_ACTIONS),
+    )
+
+
+def states_from_moves(moves: Sequence[str]) -> env.State:
+    """[P] states (numpy leaves) of Pons move strings, built on the host.
+
+    Equivalent to ``env.stack([env.from_moves(m) for m in moves])`` for
+    positions that are not finished; wins are still detected and marked.
+    """
+    num = len(moves)
+    own_lo = np.zeros(num, np.uint32)
+    own_hi = np.zeros(num, np.uint32)
+    all_lo = np.zeros(num, np.uint32)
+    all_hi = np.zeros(num, np.uint32)
+    num_moves = np.zeros(num, np.int32)
+    for i, seq in enumerate(moves):
+        heights = [0] * env.NUM_COLS
+        boards = [[0, 0], [0, 0]]
+        for ply, char in enumerate(seq):
+            col = int(char) - 1
+            if not 0 <= col < env.NUM_COLS or heights[col] == env.NUM_ROWS:
+                raise ValueError(f"position {i}: bad move {char!r} in {seq!r}")
+            row = heights[col]
+            heights[col] += 1
+            boards[ply % 2][row // 4] |= 1 << (8 * (row % 4) + col)
+        mover = len(seq) % 2
+        own_lo[i], own_hi[i] = boards[mover]
+        all_lo[i] = boards[0][0] | boards[1][0]
+        all_hi[i] = boards[0][1] | boards[1][1]
+        num_moves[i] = len(seq)
+    other_lo, other_hi = own_lo ^ all_lo, own_hi ^ all_hi  # the player who just moved
+    won = np.asarray(env.has_four(other_lo, other_hi))
+    winner = np.where(won, (num_moves + 1) % 2, -1).astype(np.int32)
+    return env.State(
+        own_lo=own_lo,
+        own_hi=own_hi,
+        all_lo=all_lo,
+        all_hi=all_hi,
+        num_moves=num_moves,
+        winner=winner,
+        terminated=won | (num_moves == env.NUM_CELLS),
+    )
+
+
+# --- The metric. ---
+
+
+def judge_moves(move_scores: np.ndarray, legal: np.ndarray, chosen: np.ndarray) -> dict:
+    """Per-position verdicts on chosen moves.
+
+    Args:
+        move_scores: [P, A] exact move values (ignored where illegal).
+        legal: [P, A] bool.
+        chosen: [P] int columns 0..6.
+
+    Returns:
+        Dict of [P] bool arrays: ``mistake`` (another legal move has a strictly
+        better sign, or the move is illegal), ``trivial`` (all legal moves share
+        one sign), ``exact_best`` (legal and equal to the best score),
+        ``illegal``.
+    """
+    move_scores = np.asarray(move_scores)
+    legal = np.asarray(legal, bool)
+    chosen = np.asarray(chosen).astype(np.int64)
+    rows = np.arange(len(chosen))
+    in_range = (chosen >= 0) & (chosen < move_scores.shape[1])
+    safe = np.clip(chosen, 0, move_scores.shape[1] - 1)
+    chosen_legal = in_range & legal[rows, safe]
+    signs = np.sign(move_scores)
+    best = np.max(np.where(legal, move_scores, np.iinfo(np.int32).min), axis=1)
+    best_sign = np.max(np.where(legal, signs, -2), axis=1)
+    worst_sign = np.min(np.where(legal, signs, 2), axis=1)
+    chosen_score = move_scores[rows, safe]
+    mistake = ~chosen_legal | (best_sign > np.sign(chosen_score))
+    return {
+        "mistake": mistake,
+        "trivial": best_sign == worst_sign,
+        "exact_best": chosen_legal & (chosen_score == best),
+        "illegal": ~chosen_legal,
+    }
+
+
+def summarize(verdicts: Mapping[str, np.ndarray]) -> dict:
+    """Rates, 95% Wilson intervals and counts from ``judge_moves`` output.
+
+    Returns:
+        A JSON-friendly dict: ``positions``, ``mistakes``, ``mistake_rate``,
+        ``mistake_ci``; ``nontrivial``, ``nontrivial_mistakes``,
+        ``nontrivial_mistake_rate``, ``nontrivial_mistake_ci``; ``exact_best``,
+        ``exact_best_rate``, ``exact_best_ci``; ``illegal``.
+    """
+    mistake = np.asarray(verdicts["mistake"], bool)
+    nontrivial = ~np.asarray(verdicts["trivial"], bool)
+    exact = np.asarray(verdicts["exact_best"], bool)
+    n, n_nt = int(mistake.size), int(nontrivial.sum())
+    m, m_nt, e = int(mistake.sum()), int((mistake & nontrivial).sum()), int(exact.sum())
+
+    def rate(k, total):
+        return k / total if total else float("nan")
+
+    return {
+        "positions": n,
+        "mistakes": m,
+        "mistake_rate": rate(m, n),
+        "mistake_ci": wilson_interval(m, n),
+        "nontrivial": n_nt,
+        "nontrivial_mistakes": m_nt,
+        "nontrivial_mistake_rate": rate(m_nt, n_nt),
+        "nontrivial_mistake_ci": wilson_interval(m_nt, n_nt),
+        "exact_best": e,
+        "exact_best_rate": rate(e, n),
+        "exact_best_ci": wilson_interval(e, n),
+        "illegal": int(np.asarray(verdicts["illegal"]).sum()),
+    }
+
+
+def expected_random_mistake_rate(pons_set: PonsSet, *, nontrivial_only: bool = False) -> float:
+    """Exact expected mistake rate of a uniformly random legal mover.
+
+    The mean over positions of the fraction of legal moves that are mistakes
+    (over the non-trivial positions only if ``nontrivial_only``).
+    """
+    legal = pons_set.legal
+    signs = np.sign(pons_set.move_scores)
+    best_sign = np.max(np.where(legal, signs, -2), axis=1, keepdims=True)
+    bad = legal & (signs < best_sign)
+    fraction = bad.sum(axis=1) / legal.sum(axis=1)
+    if nontrivial_only:
+        worst_sign = np.min(np.where(legal, signs, 2), axis=1)
+        fraction = fraction[best_sign[:, 0] != worst_sign]
+    return float(fraction.mean())
+
+
+# --- Evaluating an agent. ---
+
+_CACHE_SIZE = 16
+_act_cache: collections.OrderedDict = collections.OrderedDict()
+
+
+def _jitted_act(static):
+    fn = _act_cache.get(static)
+    if fn is None:
+
+        def act(key, state, arrays):
+            return join_agent(static, arrays)(key, state)
+
+        fn = jax.jit(act)
+        _act_cache[static] = fn
+        while len(_act_cache) > _CACHE_SIZE:
+            _act_cache.popitem(last=False)
+    return fn
+
+
+def choose_moves(
+    agent: Callable, key: jax.Array, pons_set: PonsSet, *, batch_size: int | None = None
+) -> np.ndarray:
+    """[P] int32 moves of ``agent`` on every position of the set.
+
+    Positions go through in chunks of ``batch_size`` (all at once if None); the
+    last chunk is padded so each chunk has the same shape (one compilation).
+    ``functools.partial`` agents get their arrays as jit arguments, as in
+    ``arena.play_games``.
+    """
+    static, arrays = split_agent(agent)
+    act = _jitted_act(static)
+    states = states_from_moves(pons_set.moves)
+    num = len(pons_set)
+    chunk = num if batch_size is None else max(1, min(batch_size, num))
+    out = []
+    for c, start in enumerate(range(0, num, chunk)):
+        idx = np.arange(start, start + chunk) % num  # wrap-around padding
+        part = jax.device_put(jax.tree.map(lambda x, idx=idx: x[idx], states))
+        moves = act(jax.random.fold_in(key, c), part, arrays)
+        out.append(np.asarray(moves)[: min(chunk, num - start)])
+    return np.concatenate(out).astype(np.int32)
+
+
+def evaluate_agent(
+    agent: Callable,
+    key: jax.Array,
+    set_names: Sequence[str] = STANDARD_SETS,
+    max_positions: int | None = None,
+    *,
+    batch_size: int | None = None,
+) -> dict[str, dict]:
+    """Mistake rates of ``agent`` on Pons sets.
+
+    Args:
+        agent: ``act(key, state[B]) -> [B] int32``.
+        key: PRNG key (folded with the set's index).
+        set_names: sets to evaluate, e.g. ``("L1_R1", "L2_R2")``.
+        max_positions: use only the first this many positions of each set.
+        batch_size: positions per agent call (all of a set at once if None).
+
+    Returns:
+        ``{set name: summarize(...) dict}`` (see ``summarize``).
+    """
+    results = {}
+    for i, name in enumerate(set_names):
+        pons_set = _load_packaged(name).head(max_positions)
+        chosen = choose_moves(agent, jax.random.fold_in(key, i), pons_set, batch_size=batch_size)
+        verdicts = judge_moves(pons_set.move_scores, pons_set.legal, chosen)
+        results[name] = summarize(verdicts)
+    return results
+
+
+def format_table(results_by_agent: Mapping[str, Mapping[str, dict]]) -> str:
+    """Markdown table: one row per agent, per set "all% / non-trivial%" mistake rates."""
+    sets = list(dict.fromkeys(s for r in results_by_agent.values() for s in r))
+    header = "| agent | " + " | ".join(sets) + " |"
+    lines = [header, "|---" * (len(sets) + 1) + "|"]
+    for agent, results in results_by_agent.items():
+        cells = []
+        for s in sets:
+            r = results.get(s)
+            if r is None:
+                cells.append("")
+            else:
+                cells.append(
+                    f"{100 * r['mistake_rate']:.1f} / {100 * r['nontrivial_mistake_rate']:.1f}"
+                )
+        lines.append(f"| {agent} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --- Command line: the baseline table. ---
+
+
+def _baseline(name: str) -> Callable:
+    from c4jax import agents
+
+    kind, _, arg = name.partition("-")
+    if kind == "random":
+        return agents.random_agent
+    if kind == "lookahead":
+        return agents.lookahead_agent
+    if kind == "mcts":
+        return agents.make_mcts_agent(int(arg or 1000))
+    if kind == "minimax":
+        return agents.make_minimax_agent(int(arg or 5))
+    raise ValueError(f"unknown agent {name!r}: random, lookahead, mcts-N, minimax-D")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Pons mistake rates of the baseline agents.")
+    parser.add_argument("--agents", default="random,lookahead,mcts-1000,minimax-5")
+    parser.add_argument("--sets", default=",".join(SET_NAMES))
+    parser.add_argument("--positions", type=int, default=200, help="first N of each set")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None, help="write all results here")
+    args = parser.parse_args(argv)
+    key = jax.random.PRNGKey(args.seed)
+    sets = [s for s in args.sets.split(",") if s]
+    all_results = {}
+    for name in args.agents.split(","):
+        start = time.time()
+        all_results[name] = evaluate_agent(
+            _baseline(name), key, sets, args.positions, batch_size=args.batch_size
+        )
+        print(f"{name}: {time.time() - start:.1f} s", flush=True)
+    print(f"\nMistake rate %, all / non-trivial positions (first {args.positions} per set):\n")
+    print(format_table(all_results))
+    if args.json is not None:
+        args.json.write_text(json.dumps(all_results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
