@@ -1,0 +1,345 @@
+"""Bradley-Terry (Elo) ratings from pairwise match results.
+
+Model: player i scores against player j with expected score
+``1 / (1 + 10 ** ((R_j - R_i) / 400))``; a draw counts as half a win for each
+side. ``fit_ratings`` maximises the likelihood (Newton's method on the concave
+log-likelihood) with one player anchored at 0 (by convention the random
+player). ``rate`` adds bootstrap confidence intervals by resampling the games
+of every pair (multinomial over win / draw / loss with the observed
+frequencies) and refitting.
+
+Perfect scores (say 100-0 against random) make the pure maximum likelihood
+rating infinite, so by default every pair that played gets ``prior_draws = 1``
+virtual drawn game (half a point to each side). This caps a 100-0 result at
+about +920 Elo and barely moves ratings between close players; pass 0 for the
+pure MLE (then ratings that would be infinite raise an error).
+
+Results tables: ``wins[i, j]`` games i won against j; ``draws[i, j]`` drawn
+games recorded under the pair (i, j), so the draws between i and j are
+``draws[i, j] + draws[j, i]`` (record each match once, in either cell).
+``add_match`` fills both from an ``arena.MatchResult``.
+
+Shapes: P players.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+ELO_PER_NAT = 400.0 / math.log(10.0)  # Elo points per unit of the logistic scale
+
+
+def add_match(wins: np.ndarray, draws: np.ndarray, i: int, j: int, result) -> None:
+    """Adds a match of player i (agent_a) against j to the tables, in place.
+
+    Args:
+        wins: [P, P] int table.
+        draws: [P, P] int table.
+        i: index of agent_a.
+        j: index of agent_b.
+        result: anything with ``wins``, ``draws``, ``losses`` from i's side
+            (an ``arena.MatchResult``).
+    """
+    wins[i, j] += result.wins
+    wins[j, i] += result.losses
+    draws[i, j] += result.draws
+
+
+def _pair_tables(wins, draws) -> tuple[np.ndarray, np.ndarray]:
+    """([P, P] points of row against column, [P, P] games between them)."""
+    wins = np.asarray(wins, dtype=np.float64)
+    draws = np.zeros_like(wins) if draws is None else np.asarray(draws, dtype=np.float64)
+    if wins.ndim != 2 or wins.shape[0] != wins.shape[1] or draws.shape != wins.shape:
+        raise ValueError(f"wins and draws must be square [P, P], got {wins.shape}, {draws.shape}")
+    if (wins < 0).any() or (draws < 0).any():
+        raise ValueError("negative counts in the results table")
+    both_draws = draws + draws.T
+    np.fill_diagonal(both_draws, 0.0)
+    wins = wins.copy()
+    np.fill_diagonal(wins, 0.0)
+    points = wins + 0.5 * both_draws
+    games = wins + wins.T + both_draws
+    return points, games
+
+
+def _reachable(adjacent: np.ndarray) -> set[int]:
+    """Nodes reachable from node 0 along edges ``adjacent[i, j]``."""
+    seen = {0}
+    frontier = [0]
+    while frontier:
+        i = frontier.pop()
+        for j in np.nonzero(adjacent[i])[0]:
+            if int(j) not in seen:
+                seen.add(int(j))
+                frontier.append(int(j))
+    return seen
+
+
+def _check_connected(games: np.ndarray, players: Sequence[str]) -> None:
+    seen = _reachable(games > 0)
+    if len(seen) != games.shape[0]:
+        missing = [p for k, p in enumerate(players) if k not in seen]
+        raise ValueError(
+            f"the games do not connect all players; not linked to {players[0]!r}: {missing}"
+        )
+
+
+def _check_finite(points: np.ndarray, games: np.ndarray) -> None:
+    """Pure MLE is finite iff "scored against" is strongly connected."""
+    scored = points > 0  # [P, P] row took at least half a point from column
+    if len(_reachable(scored)) != points.shape[0] or len(_reachable(scored.T)) != points.shape[0]:
+        raise ValueError(
+            "maximum likelihood ratings are infinite: some group of players scored every"
+            " point (or none) against the rest; use prior_draws > 0"
+        )
+
+
+def _fit(points: np.ndarray, games: np.ndarray, anchor: int, tol: float = 1e-10) -> np.ndarray:
+    """[P] ratings on the logistic scale (anchor = 0) by damped Newton ascent."""
+    num = points.shape[0]
+    free = np.array([k for k in range(num) if k != anchor])
+    r = np.zeros(num)
+
+    def loglik(r):
+        diff = r[:, None] - r[None, :]
+        # points * log sigmoid(diff), summed over ordered pairs (each game once per side).
+        return float(np.sum(points * -np.logaddexp(0.0, -diff)))
+
+    current = loglik(r)
+    for _ in range(200):
+        diff = r[:, None] - r[None, :]
+        p = 1.0 / (1.0 + np.exp(-diff))  # [P, P] expected score of row vs column
+        grad = np.sum(points - games * p, axis=1)
+        w = games * p * (1.0 - p)
+        hess = np.diag(w.sum(axis=1)) - w  # negative Hessian (a weighted Laplacian)
+        g, h = grad[free], hess[np.ix_(free, free)]
+        try:
+            step = np.linalg.solve(h, g)
+        except np.linalg.LinAlgError:
+            step = np.linalg.lstsq(h, g, rcond=None)[0]
+        t = 1.0
+        while True:
+            trial = r.copy()
+            trial[free] += t * step
+            value = loglik(trial)
+            if value >= current - 1e-12 or t < 1e-8:
+                break
+            t *= 0.5
+        r, gain, current = trial, value - current, value
+        if np.max(np.abs(t * step)) < tol or abs(gain) < tol * 1e-3:
+            break
+    return r
+
+
+def fit_ratings(
+    players: Sequence[str],
+    wins: np.ndarray,
+    draws: np.ndarray | None = None,
+    *,
+    anchor: str | None = None,
+    prior_draws: float = 1.0,
+) -> np.ndarray:
+    """Maximum likelihood Bradley-Terry ratings on the Elo scale.
+
+    Args:
+        players: P names.
+        wins: [P, P] games row won against column.
+        draws: [P, P] draws (see the module docstring), or None.
+        anchor: the player rated 0 (default ``"random"`` if present, else the first).
+        prior_draws: virtual drawn games added to every pair that played.
+
+    Returns:
+        [P] float64 Elo ratings, ``anchor`` at exactly 0.
+    """
+    points, games = _pair_tables(wins, draws)
+    if points.shape[0] != len(players):
+        raise ValueError(f"{len(players)} players but a {points.shape[0]}x{points.shape[0]} table")
+    anchor_index = _anchor_index(players, anchor)
+    _check_connected(games, list(players))
+    points, games = _with_prior(points, games, prior_draws)
+    _check_finite(points, games)
+    return _fit(points, games, anchor_index) * ELO_PER_NAT
+
+
+def _anchor_index(players: Sequence[str], anchor: str | None) -> int:
+    if anchor is None:
+        return list(players).index("random") if "random" in players else 0
+    if anchor not in players:
+        raise ValueError(f"anchor {anchor!r} is not one of the players {list(players)}")
+    return list(players).index(anchor)
+
+
+def _with_prior(points, games, prior_draws):
+    played = games > 0
+    return points + 0.5 * prior_draws * played, games + prior_draws * played
+
+
+@dataclasses.dataclass(frozen=True)
+class EloResult:
+    """Ratings with bootstrap intervals (host-side numpy)."""
+
+    players: tuple[str, ...]  # [P]
+    ratings: np.ndarray  # [P] float64 Elo, anchor at 0
+    ci_low: np.ndarray  # [P] float64, 2.5% bootstrap quantile
+    ci_high: np.ndarray  # [P] float64, 97.5% bootstrap quantile
+    anchor: str
+    points: np.ndarray  # [P, P] float64 points of row against column (no prior)
+    games: np.ndarray  # [P, P] float64 games between row and column
+    num_bootstrap: int
+
+    def order(self) -> np.ndarray:
+        """[P] player indices, strongest first."""
+        return np.argsort(-self.ratings, kind="stable")
+
+    def table(self) -> str:
+        """A plain-text table, strongest first."""
+        width = max(6, *(len(p) for p in self.players))
+        lines = [
+            f"{'rank':>4}  {'player':<{width}}  {'Elo':>7}  {'95% CI':>17}  {'games':>6}  score",
+        ]
+        for rank, k in enumerate(self.order(), 1):
+            n = self.games[k].sum()
+            score = self.points[k].sum() / n if n else float("nan")
+            ci = f"[{self.ci_low[k]:.0f}, {self.ci_high[k]:.0f}]"
+            lines.append(
+                f"{rank:>4}  {self.players[k]:<{width}}  {self.ratings[k]:>7.0f}  {ci:>17}"
+                f"  {int(n):>6}  {100 * score:.1f}%"
+            )
+        lines.append(f"(anchor {self.anchor} = 0; {self.num_bootstrap} bootstrap resamples)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def bootstrap_ratings(
+    players: Sequence[str],
+    wins: np.ndarray,
+    draws: np.ndarray | None = None,
+    *,
+    anchor: str | None = None,
+    prior_draws: float = 1.0,
+    num_bootstrap: int = 1000,
+    seed: int = 0,
+) -> np.ndarray:
+    """[num_bootstrap, P] ratings refitted on resampled games.
+
+    Every pair's games are redrawn (multinomial over win / draw / loss with the
+    observed frequencies, same number of games) and the ratings refitted.
+    """
+    points, games = _pair_tables(wins, draws)
+    anchor_index = _anchor_index(players, anchor)
+    _check_connected(games, list(players))
+    w = np.asarray(wins, dtype=np.float64)
+    d = np.zeros_like(w) if draws is None else np.asarray(draws, dtype=np.float64)
+    d = d + d.T
+    iu, ju = np.triu_indices(len(players), k=1)
+    n = games[iu, ju].astype(np.int64)  # [K] games per pair
+    keep = n > 0
+    iu, ju, n = iu[keep], ju[keep], n[keep]
+    probs = np.stack([w[iu, ju], d[iu, ju], w[ju, iu]], axis=1) / n[:, None]  # [K, 3]
+    rng = np.random.default_rng(seed)
+    samples = rng.multinomial(n, probs, size=(num_bootstrap, len(n)))  # [S, K, 3]
+    out = np.empty((num_bootstrap, len(players)))
+    for s in range(num_bootstrap):
+        pts = np.zeros_like(points)
+        gms = np.zeros_like(games)
+        win_i, draw, win_j = samples[s].T
+        pts[iu, ju] = win_i + 0.5 * draw
+        pts[ju, iu] = win_j + 0.5 * draw
+        gms[iu, ju] = gms[ju, iu] = n
+        pts, gms = _with_prior(pts, gms, prior_draws)
+        try:
+            _check_finite(pts, gms)
+        except ValueError:
+            out[s] = np.nan  # a resample with infinite ratings (only without a prior)
+            continue
+        out[s] = _fit(pts, gms, anchor_index) * ELO_PER_NAT
+    return out
+
+
+def rate(
+    players: Sequence[str],
+    wins: np.ndarray,
+    draws: np.ndarray | None = None,
+    *,
+    anchor: str | None = None,
+    prior_draws: float = 1.0,
+    num_bootstrap: int = 1000,
+    seed: int = 0,
+) -> EloResult:
+    """Ratings and 95% bootstrap percentile intervals.
+
+    Args:
+        players: P names.
+        wins: [P, P] games row won against column.
+        draws: [P, P] draws (see the module docstring), or None.
+        anchor: the player rated 0 (default ``"random"`` if present, else the first).
+        prior_draws: virtual drawn games per pair that played (0 = pure MLE).
+        num_bootstrap: resamples for the intervals (0: intervals are NaN).
+        seed: numpy seed of the resampling.
+
+    Returns:
+        An ``EloResult``.
+    """
+    players = tuple(players)
+    ratings = fit_ratings(players, wins, draws, anchor=anchor, prior_draws=prior_draws)
+    if num_bootstrap > 0:
+        boot = bootstrap_ratings(
+            players,
+            wins,
+            draws,
+            anchor=anchor,
+            prior_draws=prior_draws,
+            num_bootstrap=num_bootstrap,
+            seed=seed,
+        )
+        low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
+    else:
+        low = high = np.full(len(players), np.nan)
+    points, games = _pair_tables(wins, draws)
+    return EloResult(
+        players=players,
+        ratings=ratings,
+        ci_low=low,
+        ci_high=high,
+        anchor=players[_anchor_index(players, anchor)],
+        points=points,
+        games=games,
+        num_bootstrap=num_bootstrap,
+    )
+
+
+def plot(result: EloResult, path: str | Path, *, title: str = "Elo ratings") -> Path:
+    """Saves a horizontal bar chart with 95% intervals as a PNG (Agg, no pyplot).
+
+    Returns:
+        The path written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    order = result.order()[::-1]  # strongest at the top
+    names = [result.players[k] for k in order]
+    ratings = result.ratings[order]
+    low = np.nan_to_num(ratings - result.ci_low[order], nan=0.0)
+    high = np.nan_to_num(result.ci_high[order] - ratings, nan=0.0)
+    fig = Figure(figsize=(6.0, 0.5 * len(names) + 1.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    y = np.arange(len(names))
+    ax.barh(y, ratings, color="tab:blue", alpha=0.6)
+    ax.errorbar(ratings, y, xerr=[low, high], fmt="o", color="black", capsize=3)
+    ax.set_yticks(y, names)
+    ax.axvline(0.0, color="gray", linewidth=0.8)
+    ax.set_xlabel(f"Elo ({result.anchor} = 0), 95% bootstrap interval")
+    ax.set_title(title)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, format="png", dpi=100)
+    return path

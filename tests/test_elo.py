@@ -1,0 +1,96 @@
+"""Bradley-Terry / Elo fitting."""
+
+import numpy as np
+import pytest
+
+from c4jax import elo
+from c4jax.arena import MatchResult
+
+PLAYERS = ("random", "lookahead", "mcts", "minimax", "weak")
+TRUE = np.array([0.0, 250.0, 600.0, 750.0, -150.0])
+
+
+def _simulate(ratings, games_per_pair, draw_rate=0.1, seed=0):
+    """Round robin with draws: win and loss probabilities keep the BT expected score."""
+    rng = np.random.default_rng(seed)
+    num = len(ratings)
+    wins = np.zeros((num, num), np.int64)
+    draws = np.zeros((num, num), np.int64)
+    for i in range(num):
+        for j in range(i + 1, num):
+            e = 1.0 / (1.0 + 10 ** ((ratings[j] - ratings[i]) / 400))
+            d = min(draw_rate, 2 * e, 2 * (1 - e))
+            w, dr, lo = rng.multinomial(games_per_pair, [e - d / 2, d, 1 - e - d / 2])
+            wins[i, j], wins[j, i], draws[i, j] = w, lo, dr
+    return wins, draws
+
+
+def test_recovers_known_ratings():
+    wins, draws = _simulate(TRUE, 2000)
+    fitted = elo.fit_ratings(PLAYERS, wins, draws, prior_draws=0.0)
+    assert fitted[0] == 0.0
+    np.testing.assert_allclose(fitted, TRUE, atol=40)
+    # The small default prior barely moves well-measured ratings.
+    np.testing.assert_allclose(elo.fit_ratings(PLAYERS, wins, draws), fitted, atol=5)
+
+
+def test_bootstrap_intervals_cover_the_truth():
+    wins, draws = _simulate(TRUE, 400, seed=1)
+    result = elo.rate(PLAYERS, wins, draws, num_bootstrap=300, seed=0)
+    assert result.anchor == "random" and result.ratings[0] == 0.0
+    assert np.all(result.ci_low <= result.ratings + 1e-9)
+    assert np.all(result.ratings <= result.ci_high + 1e-9)
+    covered = (result.ci_low - 10 <= TRUE) & (TRUE <= result.ci_high + 10)
+    assert covered.sum() >= 4, (result.table(), TRUE)
+    width = result.ci_high[1:] - result.ci_low[1:]
+    assert np.all((width > 20) & (width < 250)), width
+    text = result.table()
+    assert text.splitlines()[1].split()[1] == "minimax"
+    assert "random" in text and "bootstrap" in text
+
+
+def test_two_players_closed_form():
+    # Player 0 scores 60 wins + 40 draws / 2 = 80 points in 120 games (2/3), so
+    # player 1 is 400 log10(2) below: the MLE matches the observed score exactly.
+    wins = np.array([[0, 60], [20, 0]])
+    draws = np.array([[0, 40], [0, 0]])
+    r = elo.fit_ratings(["random", "b"], wins, draws, prior_draws=0.0)
+    assert r[0] == 0.0
+    assert r[1] == pytest.approx(-400 * np.log10(2.0), abs=1e-6)
+    # Draws may be recorded in either cell; the default prior adds one virtual draw.
+    r = elo.fit_ratings(["random", "b"], wins, draws.T)
+    assert r[1] == pytest.approx(-400 * np.log10(80.5 / 40.5), abs=1e-6)
+
+
+def test_perfect_scores_need_the_prior():
+    wins = np.array([[0, 0], [100, 0]])
+    with pytest.raises(ValueError, match="infinite"):
+        elo.fit_ratings(["random", "mcts"], wins, prior_draws=0.0)
+    r = elo.fit_ratings(["random", "mcts"], wins)
+    assert r[1] == pytest.approx(400 * np.log10(100.5 / 0.5), abs=1e-6)
+
+
+def test_disconnected_players_are_rejected():
+    wins = np.zeros((3, 3))
+    wins[0, 1] = wins[1, 0] = 5
+    with pytest.raises(ValueError, match="connect"):
+        elo.fit_ratings(["random", "a", "b"], wins)
+
+
+def test_add_match_and_plot(tmp_path):
+    players = ["random", "lookahead", "mcts"]
+    wins = np.zeros((3, 3), np.int64)
+    draws = np.zeros((3, 3), np.int64)
+
+    def match(w, d, lo):
+        empty = np.zeros(0)
+        return MatchResult(w, d, lo, empty, empty, empty)
+
+    elo.add_match(wins, draws, 1, 0, match(90, 2, 8))
+    elo.add_match(wins, draws, 2, 0, match(99, 0, 1))
+    elo.add_match(wins, draws, 2, 1, match(70, 10, 20))
+    assert wins[0, 1] == 8 and wins[1, 0] == 90 and draws[1, 0] == 2
+    result = elo.rate(players, wins, draws, num_bootstrap=100)
+    assert result.ratings[2] > result.ratings[1] > 0
+    path = elo.plot(result, tmp_path / "elo.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
