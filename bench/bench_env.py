@@ -3,9 +3,10 @@
 Both environments run under one harness: every game plays a random legal move
 each step and a finished game restarts at once from a precomputed initial
 state. The "random" move comes from a cheap integer hash of a per-game uint32
-counter (no threefry per step), so the harness costs little next to the env.
-``steps`` moves of all B games run inside one jitted ``lax.scan``; compilation
-is excluded and every timing ends with ``block_until_ready()``.
+counter (no threefry per step), so the harness costs little next to the env;
+a third, empty "env" measures what the harness alone costs. Many moves of all
+B games run inside one jitted ``lax.scan`` per timed call; compilation is
+excluded and every timing ends with ``block_until_ready()``.
 
 Usage::
 
@@ -149,10 +150,15 @@ def pick_legal(mask: jax.Array, counter: jax.Array, table: jax.Array) -> jax.Arr
 
 
 def make_run(adapter: EnvAdapter, batch_size: int, num_steps: int):
-    """Builds a jitted ``(state, counter) -> (state, counter)`` of num_steps random moves.
+    """Builds a jitted ``run(state, counter) -> (state, counter)`` of num_steps random moves.
 
     Each step first restarts the games that have ended, then plays a random legal
-    move in every game: all B games advance by one move per step.
+    move in every game: all B games advance by one move per step. (A static
+    ``lax.scan`` length: a traced trip count let XLA hoist part of the pick out
+    of the loop and slowed the loop down.)
+
+    Returns:
+        (run, initial state, initial [B] uint32 counter).
     """
     restart = adapter.init(batch_size)
     table = jnp.asarray(kth_legal_table(NUM_ACTIONS))
@@ -166,44 +172,71 @@ def make_run(adapter: EnvAdapter, batch_size: int, num_steps: int):
             state,
         )
         action = pick_legal(adapter.legal(state), counter, table)
-        state = adapter.step(state, action)
-        return (state, counter + jnp.uint32(1)), None
+        return (adapter.step(state, action), counter + jnp.uint32(1)), None
 
     @jax.jit
     def run(state, counter):
-        (state, counter), _ = jax.lax.scan(body, (state, counter), None, length=num_steps)
-        return state, counter
+        return jax.lax.scan(body, (state, counter), None, length=num_steps)[0]
 
     counter = jnp.arange(batch_size, dtype=jnp.uint32) * jnp.uint32(0x9E3779B9)
     return run, restart, counter
 
 
-def time_envs(
-    adapters: list[EnvAdapter], batch_size: int, num_steps: int, repeats: int
-) -> dict[str, dict[str, float]]:
-    """Steps per second of each env, B x num_steps game-steps per timed call.
+def _timed(run, carry):
+    start = time.perf_counter()
+    carry = jax.block_until_ready(run(*carry))
+    return carry, time.perf_counter() - start
 
-    The envs' timed calls alternate (c4jax, pgx, c4jax, ...) so that load from
-    other processes hits both alike; the best call counts, the median is kept too.
+
+def calibrate(adapter: EnvAdapter, batch_size: int, seconds: float) -> int:
+    """Moves per call for a call of about ``seconds``, from a 32-move probe program."""
+    probe = 32
+    run, state, counter = make_run(adapter, batch_size, probe)
+    carry, _ = _timed(run, (state, counter))  # compile
+    calls, total = 0, 0.0
+    while total < 0.05:
+        carry, took = _timed(run, carry)
+        calls, total = calls + 1, total + took
+    return max(1, round(seconds * probe * calls / total))
+
+
+def time_envs(
+    adapters: list[EnvAdapter],
+    batch_size: int,
+    repeats: int,
+    seconds: float = 0.25,
+    num_steps: int | None = None,
+) -> dict[str, dict[str, float]]:
+    """Steps per second (games x moves per second) of each env at batch size B.
+
+    Each env gets its own number of moves per call, calibrated so that a call
+    lasts about ``seconds`` (unless ``num_steps`` fixes it): a fast and a slow
+    env are timed over equally long calls. The envs' timed calls alternate
+    (c4jax, pgx, ..., c4jax, pgx, ...) so that load from other processes hits
+    them alike; the best call counts, the median is kept too.
 
     Returns:
-        {name: {"best": steps/s of the fastest call, "median": of the median call}}.
+        {name: {"best": steps/s of the fastest call, "median": of the median call,
+        "steps": moves per call}}.
     """
     runs = {}
     for adapter in adapters:
-        run, state, counter = make_run(adapter, batch_size, num_steps)
-        runs[adapter.name] = [run, jax.block_until_ready(run(state, counter))]  # compile, warm up
-    seconds = {name: [] for name in runs}
+        steps = num_steps or calibrate(adapter, batch_size, seconds)
+        run, state, counter = make_run(adapter, batch_size, steps)
+        carry, _ = _timed(run, (state, counter))  # compile and warm up
+        runs[adapter.name] = [run, carry, steps]
+    times = {name: [] for name in runs}
     for _ in range(repeats):
         for name, entry in runs.items():
-            run, carry = entry
-            start = time.perf_counter()
-            entry[1] = jax.block_until_ready(run(*carry))
-            seconds[name].append(time.perf_counter() - start)
-    work = batch_size * num_steps
+            entry[1], took = _timed(entry[0], entry[1])
+            times[name].append(took)
     return {
-        name: {"best": work / min(times), "median": work / statistics.median(times)}
-        for name, times in seconds.items()
+        name: {
+            "best": batch_size * runs[name][2] / min(took),
+            "median": batch_size * runs[name][2] / statistics.median(took),
+            "steps": runs[name][2],
+        }
+        for name, took in times.items()
     }
 
 
@@ -231,10 +264,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="batch sizes B (default 1 64 1024 4096, plus 16384 on a GPU/TPU)",
     )
     parser.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="moves per timed call (default: about 4M game-steps per call, 100 to 20000)",
+        "--seconds",
+        type=float,
+        default=0.25,
+        help="target length of one timed call; moves per call are calibrated per env",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="fixed moves per timed call (skips calibration)"
     )
     parser.add_argument("--repeats", type=int, default=10, help="timed calls; the best counts")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
@@ -246,6 +282,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the benchmark, prints a table and writes the JSON results."""
     args = parse_args(argv)
     info = device_info()
+    load_start = os.getloadavg()[0]  # other processes on the machine skew the timings
     batch_sizes = args.batch_sizes
     if batch_sizes is None:
         batch_sizes = [1, 64, 1024, 4096] + ([16384] if info["platform"] != "cpu" else [])
@@ -259,18 +296,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"device: {info['device_kind']} ({info['platform']}, {info['cpu_count']} CPUs), "
         f"jax {info['jax_version']}; steps/s = games x moves per second, best of {args.repeats}"
     )
-    header = f"{'B':>6} {'steps':>6}" + "".join(f" {n + ' steps/s':>16}" for n in names)
+    header = f"{'B':>6}" + "".join(f" {n + ' steps/s':>16}" for n in names)
     print(header + (f" {'c4jax/pgx':>9}" if "pgx" in names else ""))
     for batch_size in batch_sizes:
-        num_steps = args.steps or max(100, min(20000, (1 << 22) // batch_size))
-        rates = time_envs(adapters, batch_size, num_steps, args.repeats)
-        row: dict[str, Any] = {"batch_size": batch_size, "steps": num_steps}
+        rates = time_envs(adapters, batch_size, args.repeats, args.seconds, args.steps)
+        row: dict[str, Any] = {"batch_size": batch_size}
         for name, rate in rates.items():
             row[f"{name}_steps_per_s"] = rate["best"]
             row[f"{name}_steps_per_s_median"] = rate["median"]
-        line = f"{batch_size:>6} {num_steps:>6}" + "".join(
-            f" {rates[n]['best']:16.3e}" for n in names
-        )
+            row[f"{name}_moves_per_call"] = rate["steps"]
+        line = f"{batch_size:>6}" + "".join(f" {rates[n]['best']:16.3e}" for n in names)
         if "pgx" in rates:
             row["ratio"] = rates["c4jax"]["best"] / rates["pgx"]["best"]
             row["ratio_median"] = rates["c4jax"]["median"] / rates["pgx"]["median"]
@@ -280,12 +315,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     result = {
         "device": info,
+        "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
         "command": "python -m bench.bench_env "
         + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "repeats": args.repeats,
+        "seconds_per_call": args.seconds,
         "harness": "random legal move from a hashed per-game counter (k-th legal column), "
-        "finished games restart first; lax.scan of `steps` moves; best and median call",
+        "finished games restart first; a jitted lax.scan of moves per call; best and median "
+        "call of each env, calls alternating between envs",
         "results": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
