@@ -73,8 +73,13 @@ def test_agents_only_play_legal_moves():
     finished = env.from_moves(WIN_IN_ONE + "1")
     batch = env.stack([near_full] * 30 + [finished] * 2)
     legal = np.asarray(env.legal_action_mask(batch))
-    for agent in (agents.random_agent, agents.lookahead_agent, agents.make_minimax_agent(2)):
-        for i in range(5):
+    for agent in (
+        agents.random_agent,
+        agents.lookahead_agent,
+        agents.make_minimax_agent(2),
+        agents.make_mcts_agent(16),
+    ):
+        for i in range(3):
             action = np.asarray(jax.jit(agent)(jax.random.PRNGKey(i), batch))
             assert action.shape == (32,) and action.dtype == np.int32
             assert np.all((action >= 0) & (action < 7))
@@ -113,11 +118,6 @@ def test_mcts_1000_beats_random():
     """Acceptance: pure MCTS with 1000 rollouts wins at least 95 of 100 games (~40 s on 2 CPUs)."""
     result = arena.play_games(agents.make_mcts_agent(1000), agents.random_agent, KEY, 100)
     assert result.wins >= 95, str(result)
-
-
-def test_mcts_small_beats_random():
-    result = arena.play_games(agents.make_mcts_agent(64), agents.random_agent, KEY, 20)
-    assert result.wins >= 16, str(result)
 
 
 def test_mcts_takes_win_and_block():

@@ -48,12 +48,20 @@ def test_colours_follow_the_first_mover():
 
 
 def test_opening_is_shared_within_pairs_and_varies():
-    """With agents that copy the board deterministically, paired games share an opening."""
+    """A deterministic agent against itself replays the pair's shared opening identically."""
+
+    def lowest_legal(key, state):
+        del key
+        return jnp.argmax(env.legal_action_mask(state), axis=-1).astype(jnp.int32)
+
     result = arena.play_games(
-        agents.random_agent, agents.random_agent, jax.random.PRNGKey(3), 40, opening_moves=6
+        lowest_legal, lowest_legal, jax.random.PRNGKey(3), 40, opening_moves=6
     )
-    assert result.num_games == 40
-    assert np.all(result.num_moves >= 7)
+    pairs = result.outcomes.reshape(20, 2)
+    np.testing.assert_array_equal(pairs[:, 0], -pairs[:, 1])  # same game, colours swapped
+    lengths = result.num_moves.reshape(20, 2)
+    np.testing.assert_array_equal(lengths[:, 0], lengths[:, 1])
+    assert len(np.unique(lengths[:, 0])) > 1  # the openings differ between pairs
 
 
 def test_partial_arrays_are_arguments_not_constants():
