@@ -26,6 +26,11 @@ from c4jax.config import NetworkConfig
 ApplyFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
 
 _conv_init = nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal")  # He
+# The last layer of each head starts 100x smaller than LeCun's: an untrained
+# network is nearly uninformative (policy ~uniform, value ~0), so the first
+# searches rest on the exact game results rather than on random preferences
+# (as the 0.01-scaled actor outputs of PPO implementations).
+_head_init = nn.initializers.variance_scaling(1e-4, "fan_in", "truncated_normal")
 
 
 def _conv(features: int, kernel_size: int, dtype: Any) -> nn.Conv:
@@ -105,8 +110,8 @@ class PolicyValueNet(nn.Module):
         """
         conv = lambda features, k: _conv(features, k, self.dtype)  # noqa: E731
         norm = lambda: _norm(train, self.bn_momentum, self.dtype)  # noqa: E731
-        dense = lambda features: nn.Dense(  # noqa: E731
-            features, dtype=self.dtype, param_dtype=jnp.float32
+        dense = lambda features, init=nn.linear.default_kernel_init: nn.Dense(  # noqa: E731
+            features, kernel_init=init, dtype=self.dtype, param_dtype=jnp.float32
         )
 
         x = obs.astype(self.dtype)
@@ -117,11 +122,11 @@ class PolicyValueNet(nn.Module):
             )
 
         p = nn.relu(norm()(conv(self.policy_channels, 1)(x)))
-        logits = dense(env.NUM_ACTIONS)(p.reshape(p.shape[0], -1))
+        logits = dense(env.NUM_ACTIONS, _head_init)(p.reshape(p.shape[0], -1))
 
         v = nn.relu(norm()(conv(self.value_channels, 1)(x)))
         v = nn.relu(dense(self.value_hidden)(v.reshape(v.shape[0], -1)))
-        v = dense(1)(v)
+        v = dense(1, _head_init)(v)
         value = jnp.tanh(v[:, 0].astype(jnp.float32))
         return logits.astype(jnp.float32), value
 

@@ -9,6 +9,14 @@ is from the side of the player to move at that node, a step's ``reward`` is the
 result for the player who just moved, and ``discount = -1`` flips the sign
 between plies (``0`` at and after the end of a game, where the value is 0).
 
+Q-values are normalised with the known value range [-1, 1] rather than with
+mctx's default per-node min-max, which stretches tiny differences between the
+values of an untrained network to the full range, so that searches of 100+
+simulations may miss a one-move win or the only block. PUCT counts an
+unvisited child as a draw (AlphaGo Zero's ``Q = 0``) rather than as a loss,
+so that every reply gets tried early; Gumbel completes Q-values with mctx's
+mixed value, without rescaling.
+
 mctx masks illegal moves only at the root (``invalid_actions``); below it,
 ``recurrent_fn`` gives illegal moves a large negative finite prior logit. Should
 a search still try a full column there, the env scores it as a loss for the
@@ -17,6 +25,7 @@ mover (reward -1), so it is never preferred.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +55,20 @@ class SearchOutput:
 
 
 SearchFn = Callable[..., SearchOutput]
+
+
+def puct_qtransform(tree: mctx.Tree, node_index: jax.Array) -> jax.Array:
+    """[A] Q-values of one node's children mapped from [-1, 1] to [0, 1].
+
+    An unvisited child counts as a draw (0.5). mctx's ``QTransform`` signature:
+    ``tree`` is unbatched, ``node_index`` a scalar.
+    """
+    qvalues = jnp.where(tree.children_visits[node_index] > 0, tree.qvalues(node_index), 0.0)
+    return (qvalues + 1.0) / 2.0
+
+
+# Values live in [-1, 1]: no per-node rescaling (see the module doc).
+gumbel_qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, rescale_values=False)
 
 
 def mask_logits(logits: jax.Array, legal: jax.Array) -> jax.Array:
@@ -179,6 +202,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                     recurrent_fn=recurrent_fn,
                     num_simulations=num_simulations,
                     invalid_actions=~legal,
+                    qtransform=gumbel_qtransform,
                     max_num_considered_actions=int(config.max_num_considered_actions),
                     gumbel_scale=0.0 if evaluation else float(config.gumbel_scale),
                 )
@@ -192,6 +216,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                     recurrent_fn=recurrent_fn,
                     num_simulations=num_simulations,
                     invalid_actions=~legal,
+                    qtransform=puct_qtransform,
                     dirichlet_fraction=0.0 if evaluation else float(config.dirichlet_fraction),
                     dirichlet_alpha=float(config.dirichlet_alpha),
                     pb_c_init=float(config.pb_c_init),
