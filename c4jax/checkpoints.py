@@ -37,6 +37,16 @@ def make_manager(workdir: Path, *, keep: int) -> ocp.CheckpointManager:
     )
 
 
+def open_for_reading(workdir: Path) -> ocp.CheckpointManager:
+    """A read-only manager of ``workdir/checkpoints`` that knows the scores."""
+    options = ocp.CheckpointManagerOptions(
+        read_only=True, best_fn=lambda metrics: metrics[SCORE], best_mode="max"
+    )
+    return ocp.CheckpointManager(
+        Path(workdir).absolute() / "checkpoints", options=options, item_names=("state", "config")
+    )
+
+
 def save(manager: ocp.CheckpointManager, step: int, state, config, score: float) -> None:
     """Starts an async save of ``state`` and ``config`` at ``step`` (replacing one there)."""
     if step in manager.all_steps():
@@ -68,5 +78,9 @@ def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):
 
 
 def best_step(manager: ocp.CheckpointManager) -> int | None:
-    """The kept step with the highest score (the latest if none has one)."""
-    return manager.best_step() if manager.best_step() is not None else manager.latest_step()
+    """The kept step with the highest score (the latest among equals)."""
+    scored = []
+    for step in manager.all_steps():
+        metrics = manager.metrics(step) or {}
+        scored.append((metrics.get(SCORE, -float("inf")), step))
+    return max(scored)[1] if scored else None

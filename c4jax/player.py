@@ -1,0 +1,129 @@
+"""A trained agent for host-level use: best moves and analyses of move strings.
+
+    player = Player.from_checkpoint("runs/20261121-090000", num_simulations=64)
+    player.best_move("4453")        # -> 0-based column
+    player.analyse("4453")          # -> Analysis(policy [7], value)
+
+Positions are Pons-style move strings (digits 1-7, first player first); a bad
+string raises ``ValueError`` saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from c4jax import checkpoints, env, network_agents, search, trainer
+from c4jax.config import Config
+
+
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+    """What the agent thinks of a position, from the side of the player to move."""
+
+    policy: np.ndarray  # [A] float32 move probabilities (0 on full columns)
+    value: float  # expected result in [-1, 1]: +1 the player to move wins
+
+
+class Player:
+    """The network (and optionally search) of a run, behind a move-string API.
+
+    Args:
+        config: the run's configuration (network shape, search settings).
+        variables: network variables ``{'params', 'batch_stats'}``.
+        num_simulations: search simulations per move; 0 = the network alone.
+        seed: seed of the search's PRNG stream (Gumbel search without noise is
+            deterministic; the seed only matters for ties).
+    """
+
+    def __init__(self, config: Config, variables: dict, *, num_simulations: int, seed: int = 0):
+        if num_simulations < 0:
+            raise ValueError(f"num_simulations: got {num_simulations}, allowed: >= 0")
+        self.config = config
+        self.variables = variables
+        self.num_simulations = num_simulations
+        self._key = jax.random.key(seed)
+        net = trainer.network.make_network(config.network)
+        search_config = dataclasses.replace(config.search, num_simulations=num_simulations)
+        self._search = jax.jit(
+            search.make_search(trainer.network.make_apply_fn(net), search_config),
+            static_argnames="evaluation",
+        )
+        self.act = functools.partial(
+            network_agents.make_alphazero_act(
+                trainer.network.make_apply_fn(net), config.search, num_simulations=num_simulations
+            ),
+            variables,
+        )
+        """The agent ``act(key, state[B]) -> [B]`` for ``arena`` and ``solver``."""
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        run_dir: str | Path,
+        *,
+        num_simulations: int | None = None,
+        step: int | None = None,
+        seed: int = 0,
+    ) -> Player:
+        """Loads a run's checkpoint (by default its best by evaluation score).
+
+        Args:
+            run_dir: a run directory written by ``python -m c4jax.train``.
+            num_simulations: search simulations; default the run's evaluation setting.
+            step: which checkpoint; default the best (else the latest).
+            seed: see the class.
+
+        Raises:
+            ValueError: no run or no such checkpoint there.
+        """
+        config, state = load_checkpoint(run_dir, step=step)
+        sims = config.eval.num_simulations if num_simulations is None else num_simulations
+        return cls(config, trainer.Trainer.variables(state), num_simulations=sims, seed=seed)
+
+    def _next_key(self) -> jax.Array:
+        self._key, key = jax.random.split(self._key)
+        return key
+
+    def _search_position(self, moves: str):
+        state = env.from_moves(moves)
+        if bool(state.terminated):
+            raise ValueError(f"moves {moves!r}: the game is over, there is no move to choose")
+        batch = env.stack([state])
+        out = self._search(self.variables, self._next_key(), batch, evaluation=True)
+        return jax.device_get(out)
+
+    def best_move(self, moves: str) -> int:
+        """The 0-based column the agent plays after ``moves``."""
+        return int(self._search_position(moves).action[0])
+
+    def analyse(self, moves: str) -> Analysis:
+        """Move probabilities and the value for the player to move after ``moves``."""
+        out = self._search_position(moves)
+        return Analysis(policy=np.asarray(out.policy[0]), value=float(out.root_value[0]))
+
+
+def load_checkpoint(run_dir: str | Path, *, step: int | None = None):
+    """``(config, TrainState)`` of checkpoint ``step`` (default the best) of a run."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "checkpoints").is_dir():
+        raise ValueError(f"{run_dir}: not a run directory (no checkpoints/ inside)")
+    manager = checkpoints.open_for_reading(run_dir)
+    try:
+        steps = manager.all_steps()
+        if not steps:
+            raise ValueError(f"{run_dir}: no checkpoint saved yet")
+        if step is None:
+            step = checkpoints.best_step(manager)
+        elif step not in steps:
+            raise ValueError(f"{run_dir}: no checkpoint at step {step}; saved: {sorted(steps)}")
+        config = checkpoints.restore_config(manager, step)
+        run = trainer.Trainer(config)
+        state = checkpoints.restore_state(manager, step, run.abstract_state())
+    finally:
+        manager.close()
+    return config, state
