@@ -16,6 +16,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -251,7 +252,15 @@ def device_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
         "python": platform.python_version(),
+        "pgx_version": _version("pgx"),
     }
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
