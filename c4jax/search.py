@@ -44,6 +44,12 @@ ApplyFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
 class SearchOutput:
     """The result of one search over a batch of positions.
 
+    ``root_value`` is mctx's root node value: the mean of the values backed up
+    by all simulations (network value alone without simulations). Gumbel's
+    sequential halving spends simulations on worse moves too, so it is an
+    underestimate in won positions (e.g. ~0.3 with a win in one), but its sign
+    is right once the search sees the result.
+
     For a finished game (all moves illegal) ``action`` is 0, ``policy`` is all
     zeros and ``root_value`` is the exact result for the side to move (-1 after
     a loss, 0 after a draw).
@@ -208,7 +214,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                 )
                 policy = out.action_weights
                 action = out.action.astype(jnp.int32)
-            elif config.algorithm == "puct":
+            else:  # puct
                 out = mctx.muzero_policy(
                     params=variables,
                     rng_key=search_key,
@@ -228,8 +234,6 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                 else:
                     explore = state.num_moves < config.temperature_moves
                     action = jnp.where(explore, _sample(action_key, policy, legal), best)
-            else:
-                raise AssertionError(config.algorithm)  # checked above
             root_value = out.search_tree.summary().value
 
         live = ~state.terminated

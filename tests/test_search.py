@@ -1,12 +1,12 @@
 """Behaviour of the mctx search with an untrained (randomly initialised) network.
 
 The env is an exact model, so with enough simulations the search must see
-one-move wins and losses whatever the network says. Positions are Pons move
+one-move wins and threats whatever the network says. Positions are Pons move
 strings (columns 1-7, first player first); boards are drawn top row first, ``x``
 the first player, ``o`` the second. Actions are 0-based columns.
 
-Compilation dominates the run time on CPU, so every (algorithm, mode) pair runs
-one jitted search over one batch holding all the positions, and the tests read
+Compilation dominates the run time on CPU, so each (algorithm, mode) pair runs
+one jitted search over one batch holding every position, and the tests read
 that cached result.
 """
 
@@ -27,7 +27,7 @@ from c4jax.config import NetworkConfig, SearchConfig
 NUM_SIMULATIONS = 200
 NET = NetworkConfig(num_blocks=2, channels=16, kernel_size=3)
 
-# Mover can win now, and must take the win rather than block o's threat.
+# x can win now, and must take the win rather than block o's threat.
 #   ...o...
 #   ...x...
 #   ...o...
@@ -35,7 +35,7 @@ NET = NetworkConfig(num_blocks=2, channels=16, kernel_size=3)
 #   x..o..o
 #   x..x..o    x to move: column 1 (action 0) wins; column 4 is full.
 TAKE_WIN = "444444171717"
-# Three columns full; x completes the bottom row in column 4.
+# Three full columns; x completes the bottom row in column 4.
 #   ooo....
 #   xxx....
 #   ooo....
@@ -52,20 +52,19 @@ WIN_FULL_COLUMNS = "111111222222333333"
 #   x..x..o    o to move: column 1 (action 0) blocks; column 4 is full.
 BLOCK_VERTICAL = "44444417171"
 # o must block x's horizontal threat.
-#   .......
-#   ...
-#   ..o....
-#   oxxx...    o to move: column 5 (action 4) blocks.
-BLOCK_HORIZONTAL = "21334"
+#   .....ox
+#   ..o..xo
+#   oxxx.ox    o to move: column 5 (action 4) blocks.
+BLOCK_HORIZONTAL = "76677621334"
 # x threatens both ends of the bottom row: o cannot stop the loss.
 #   ..oo...
-#   ..xxx..    o to move: x wins next in column 2 or 6 (actions 1, 5).
+#   ..xxx..    o to move: x wins next in column 2 or 6.
 LOST_O = "33445"
-# The same with colours swapped: x to move cannot stop o.
+# The same with the colours swapped: x cannot stop o.
 #   ..xx...
 #   x.ooo..    x to move: o wins next in column 2 or 6.
 LOST_X = "133445"
-# A finished game: x just won in column 1.
+# A finished game: x has just won in column 1.
 FINISHED = "4444441717171"
 # One empty cell left, and filling it wins for nobody.
 #   xxoxoo.
@@ -77,15 +76,16 @@ FINISHED = "4444441717171"
 LAST_CELL = "66616557746246323415254133321113272455477"
 
 TACTICS = {
-    # name: (moves, the only good actions, sign of the root value)
-    "take_win": (TAKE_WIN, {0}, +1),
-    "win_full_columns": (WIN_FULL_COLUMNS, {3}, +1),
-    "block_vertical": (BLOCK_VERTICAL, {0}, 0),
-    "block_horizontal": (BLOCK_HORIZONTAL, {4}, 0),
-    "lost_o": (LOST_O, None, -1),
-    "lost_x": (LOST_X, None, -1),
+    # name: (moves, kind, the good actions)
+    "take_win": (TAKE_WIN, "win", {0}),
+    "win_full_columns": (WIN_FULL_COLUMNS, "win", {3}),
+    "block_vertical": (BLOCK_VERTICAL, "block", {0}),
+    "block_horizontal": (BLOCK_HORIZONTAL, "block", {4}),
+    "lost_o": (LOST_O, "lost", set()),
+    "lost_x": (LOST_X, "lost", set()),
 }
 NAMES = list(TACTICS)
+NUM_EMPTY = 8  # empty boards: the opening moves are sampled in self-play
 NUM_RANDOM = 24
 MODES = [
     pytest.param(alg, ev, id=f"{alg}-{'eval' if ev else 'selfplay'}")
@@ -94,8 +94,29 @@ MODES = [
 ]
 
 
+def _after(moves, column):
+    """The position after playing 0-based ``column``, or None if it is full."""
+    try:
+        return env.from_moves(moves + str(column + 1))
+    except ValueError:
+        return None
+
+
+def _wins_now(moves):
+    """0-based columns that win at once for the player to move."""
+    mover = len(moves) % 2
+    return {c for c in range(7) if (s := _after(moves, c)) is not None and int(s.winner) == mover}
+
+
+def _safe_moves(moves):
+    """0-based legal columns after which the opponent cannot win at once."""
+    return {
+        c for c in range(7) if _after(moves, c) is not None and not _wins_now(moves + str(c + 1))
+    }
+
+
 def _random_positions(seed, count):
-    """Move strings of live random games, biased to fill columns early."""
+    """Move strings of live random games, biased to fill some columns early."""
     rng = np.random.default_rng(seed)
     positions = []
     while len(positions) < count:
@@ -103,22 +124,20 @@ def _random_positions(seed, count):
         length = int(rng.integers(8, 40))
         heights = [0] * 7
         moves = ""
-        while len(moves) < length:
+        while len(moves) < length and not bool(env.from_moves(moves).terminated):
             open_cols = [c for c in range(7) if heights[c] < 6]
-            w = weights[open_cols] / weights[open_cols].sum()
-            col = int(rng.choice(open_cols, p=w))
+            col = int(rng.choice(open_cols, p=weights[open_cols] / weights[open_cols].sum()))
             heights[col] += 1
             moves += str(col + 1)
-            if bool(env.from_moves(moves).terminated):
-                break
         if not bool(env.from_moves(moves).terminated):
             positions.append(moves)
     return positions
 
 
 RANDOM = _random_positions(0, NUM_RANDOM)
-ALL_MOVES = [TACTICS[n][0] for n in NAMES] + [FINISHED] + RANDOM
+ALL_MOVES = [TACTICS[n][0] for n in NAMES] + [FINISHED] + [""] * NUM_EMPTY + RANDOM
 FINISHED_INDEX = len(NAMES)
+EMPTY = slice(FINISHED_INDEX + 1, FINISHED_INDEX + 1 + NUM_EMPTY)
 
 
 @functools.cache
@@ -141,28 +160,30 @@ def _search_fn(config):
 
 @functools.cache
 def _result(algorithm, evaluation, num_simulations=NUM_SIMULATIONS, seed=1, net_seed=0):
-    """SearchOutput over ALL_MOVES, as numpy arrays."""
-    # temperature_moves=0: PUCT self-play plays its best move here (tested apart).
-    config = SearchConfig(algorithm=algorithm, num_simulations=num_simulations, temperature_moves=0)
+    """SearchOutput over ALL_MOVES as numpy arrays (default temperature_moves=10)."""
+    config = SearchConfig(algorithm=algorithm, num_simulations=num_simulations)
     _, variables = _network(net_seed)
     out = _search_fn(config)(variables, jax.random.key(seed), _states(), evaluation=evaluation)
     return jax.tree.map(np.asarray, out)
 
 
 def test_positions_are_as_documented():
-    for name, (moves, good, _) in TACTICS.items():
-        state = env.from_moves(moves)
-        assert not bool(state.terminated), name
-        if good is not None:
-            for action in good:
-                mover = int(state.current_player)
-                after = env.step(state, jnp.int32(action))
-                won = int(after.winner) == mover
-                assert won == (TACTICS[name][2] > 0), name
+    for name, (moves, kind, good) in TACTICS.items():
+        assert not bool(env.from_moves(moves).terminated), name
+        if kind == "win":
+            assert _wins_now(moves) == good, name
+        else:
+            assert not _wins_now(moves), name
+            assert _safe_moves(moves) == good, name
+        # PUCT self-play plays its best move from move 10 on (temperature_moves).
+        assert kind == "lost" or len(moves) >= SearchConfig().temperature_moves, name
     assert bool(env.from_moves(FINISHED).terminated)
+    assert int(env.from_moves(FINISHED).winner) == 0
+    last = env.from_moves(LAST_CELL + "7")
+    assert bool(last.terminated) and int(last.winner) == -1
     legal = np.asarray(env.legal_action_mask(_states()))
-    assert not legal[:FINISHED_INDEX].all(axis=1).all()  # some full columns
-    assert (~legal[FINISHED_INDEX + 1 :]).any()
+    assert (~legal[: len(NAMES)]).any()  # full columns among the tactics
+    assert (~legal[EMPTY.stop :]).any()  # and among the random positions
 
 
 @pytest.mark.parametrize("algorithm, evaluation", MODES)
@@ -182,10 +203,10 @@ def test_legal_moves_and_policy(algorithm, evaluation):
     assert live.sum() == len(ALL_MOVES) - 1
     assert np.all(legal[live, out.action[live]])
     assert np.all(out.policy[~legal] == 0)
-    np.testing.assert_allclose(out.policy[live].sum(axis=1), 1.0, atol=1e-5)
     assert np.all(out.policy >= 0)
+    np.testing.assert_allclose(out.policy[live].sum(axis=1), 1.0, atol=1e-5)
     assert np.all(np.abs(out.root_value) <= 1.0 + 1e-5)
-    # The finished game: no move, no policy, the exact result (x just won).
+    # The finished game: no move, no policy, the exact result (x has won).
     assert out.action[FINISHED_INDEX] == 0
     assert np.all(out.policy[FINISHED_INDEX] == 0)
     assert out.root_value[FINISHED_INDEX] == -1.0
@@ -196,9 +217,9 @@ def test_legal_moves_and_policy(algorithm, evaluation):
 def test_takes_a_win_in_one(algorithm, evaluation, name):
     out = _result(algorithm, evaluation)
     i = NAMES.index(name)
-    assert out.action[i] in TACTICS[name][1]
+    assert out.action[i] in TACTICS[name][2]
+    assert out.policy[i].argmax() in TACTICS[name][2]
     assert out.root_value[i] > 0
-    assert out.policy[i].argmax() in TACTICS[name][1]
 
 
 @pytest.mark.parametrize("algorithm, evaluation", MODES)
@@ -206,15 +227,39 @@ def test_takes_a_win_in_one(algorithm, evaluation, name):
 def test_blocks_a_win_in_one(algorithm, evaluation, name):
     out = _result(algorithm, evaluation)
     i = NAMES.index(name)
-    assert out.action[i] in TACTICS[name][1]
-    assert out.policy[i].argmax() in TACTICS[name][1]
+    assert out.action[i] in TACTICS[name][2]
+    assert out.policy[i].argmax() in TACTICS[name][2]
 
 
 @pytest.mark.parametrize("algorithm, evaluation", MODES)
 @pytest.mark.parametrize("name", ["lost_o", "lost_x"])
 def test_root_value_negative_when_the_loss_cannot_be_stopped(algorithm, evaluation, name):
-    out = _result(algorithm, evaluation)
-    assert out.root_value[NAMES.index(name)] < 0
+    assert _result(algorithm, evaluation).root_value[NAMES.index(name)] < 0
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_self_play_explores_and_evaluation_does_not(algorithm):
+    played = _result(algorithm, False)
+    best = _result(algorithm, True)
+    # Eight empty boards: self-play noise (Gumbel noise; PUCT root Dirichlet
+    # noise and sampling before move 10) varies the opening; evaluation does not.
+    assert len(set(played.action[EMPTY].tolist())) > 1
+    assert len(set(best.action[EMPTY].tolist())) == 1
+    assert np.all(played.policy[EMPTY][np.arange(NUM_EMPTY), played.action[EMPTY]] > 0)
+    # A new key changes self-play, and not evaluation.
+    again = _result(algorithm, True, seed=2)
+    np.testing.assert_array_equal(again.action, best.action)
+    np.testing.assert_allclose(again.policy, best.policy, atol=1e-6)
+    assert not np.allclose(_result(algorithm, False, seed=2).policy, played.policy, atol=1e-3)
+
+
+def test_puct_plays_the_most_visited_move_from_move_10():
+    out = _result("puct", False)
+    num_moves = np.array([len(m) for m in ALL_MOVES])
+    late = num_moves >= SearchConfig().temperature_moves
+    late[FINISHED_INDEX] = False
+    assert late.sum() > 10
+    np.testing.assert_array_equal(out.action[late], out.policy[late].argmax(axis=1))
 
 
 @pytest.mark.parametrize("evaluation", [False, True])
@@ -232,62 +277,31 @@ def test_network_alone(evaluation):
     np.testing.assert_allclose(out.root_value[live], np.asarray(value)[live], rtol=1e-6)
     assert np.all(legal[live, out.action[live]])
     assert np.all(out.policy[~legal] == 0)
+    assert out.root_value[FINISHED_INDEX] == -1.0
     if evaluation:
         np.testing.assert_array_equal(out.action[live], masked.argmax(axis=1))
-
-
-def test_evaluation_is_deterministic_and_self_play_is_not():
-    for algorithm in ("gumbel", "puct"):
-        a = _result(algorithm, True)
-        b = _result(algorithm, True, seed=2)
-        np.testing.assert_array_equal(a.action, b.action)
-        np.testing.assert_allclose(a.policy, b.policy, atol=1e-6)
-        c = _result(algorithm, False)
-        d = _result(algorithm, False, seed=2)
-        assert not np.allclose(c.policy, d.policy, atol=1e-3)
-
-
-def test_puct_samples_early_moves_in_self_play():
-    apply_fn, variables = _network()
-    config = SearchConfig(algorithm="puct", num_simulations=8, temperature_moves=10)
-    search_fn = jax.jit(search.make_search(apply_fn, config), static_argnames="evaluation")
-
-    def play(moves, seed):  # a batch of one game: any batch size works
-        state = env.stack([env.from_moves(moves)])
-        out = jax.tree.map(np.asarray, search_fn(variables, jax.random.key(seed), state))
-        assert out.action.shape == (1,) and out.policy.shape == (1, 7)
-        assert np.asarray(env.legal_action_mask(state))[0, out.action[0]]
-        return out.action[0], out.policy[0]
-
-    # The empty board (0 moves < 10): sampled from the visit distribution.
-    early = [play("", seed) for seed in range(12)]
-    assert all(policy[action] > 0 for action, policy in early)
-    assert len({int(action) for action, _ in early}) > 1
-    # A 12-move position: the most visited move.
-    for seed in range(3):
-        action, policy = play(TAKE_WIN, seed)
-        assert action == policy.argmax()
 
 
 def test_recurrent_fn_conventions():
     apply_fn, variables = _network()
     recurrent_fn = search.make_recurrent_fn(apply_fn)
     cases = [
-        # (moves, action, reward, discount)
-        (TAKE_WIN, 0, 1.0, 0.0),  # the mover wins
-        (TAKE_WIN, 6, 0.0, -1.0),  # an ordinary move
-        (TAKE_WIN, 3, -1.0, 0.0),  # into a full column: a forfeit
-        (FINISHED, 2, 0.0, 0.0),  # after the end: still terminal, no reward
-        (LAST_CELL, 6, 0.0, 0.0),  # fills the board: a draw
+        # (moves, action, reward for the mover, discount, next state terminal)
+        (TAKE_WIN, 0, 1.0, 0.0, True),  # the mover wins
+        (TAKE_WIN, 6, 0.0, -1.0, False),  # an ordinary move
+        (TAKE_WIN, 3, -1.0, 0.0, True),  # into a full column: a forfeit
+        (FINISHED, 2, 0.0, 0.0, True),  # after the end: still terminal, no reward
+        (LAST_CELL, 6, 0.0, 0.0, True),  # the last cell: a draw
     ]
-    states = env.stack([env.from_moves(m) for m, *_ in cases])
-    actions = jnp.array([a for _, a, *_ in cases], jnp.int32)
+    states = env.stack([env.from_moves(c[0]) for c in cases])
+    actions = jnp.array([c[1] for c in cases], jnp.int32)
     out, next_states = jax.jit(recurrent_fn)(variables, jax.random.key(0), actions, states)
     np.testing.assert_array_equal(out.reward, [c[2] for c in cases])
     np.testing.assert_array_equal(out.discount, [c[3] for c in cases])
     terminal = np.asarray(next_states.terminated)
-    np.testing.assert_array_equal(terminal, [True, False, True, True, True])
+    np.testing.assert_array_equal(terminal, [c[4] for c in cases])
     assert np.all(np.asarray(out.value)[terminal] == 0)
+    assert np.asarray(out.value)[1] != 0  # the network's value
     legal = np.asarray(env.legal_action_mask(next_states))
     assert np.all(np.asarray(out.prior_logits)[~legal] < -1e30)
     assert np.all(np.isfinite(out.prior_logits))
@@ -295,8 +309,28 @@ def test_recurrent_fn_conventions():
         assert getattr(out, field).dtype == jnp.float32
 
 
-def test_rejects_unknown_algorithm():
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+@pytest.mark.parametrize("batch_size", [1])
+def test_any_batch_size(algorithm, batch_size):
+    # Abstract evaluation: traces the whole search without compiling it.
+    apply_fn, variables = _network()
+    search_fn = search.make_search(apply_fn, SearchConfig(algorithm=algorithm))
+    state = env.init_batch(batch_size)
+    for evaluation in (False, True):
+        out = jax.eval_shape(
+            functools.partial(search_fn, evaluation=evaluation),
+            variables,
+            jax.random.key(0),
+            state,
+        )
+        assert out.action.shape == (batch_size,) and out.action.dtype == jnp.int32
+        assert out.policy.shape == (batch_size, 7) and out.policy.dtype == jnp.float32
+        assert out.root_value.shape == (batch_size,) and out.root_value.dtype == jnp.float32
+
+
+def test_rejects_bad_config():
     apply_fn, _ = _network()
-    bad = dataclasses.replace(SearchConfig(), algorithm="ucb")
     with pytest.raises(ValueError, match="search.algorithm"):
-        search.make_search(apply_fn, bad)
+        search.make_search(apply_fn, dataclasses.replace(SearchConfig(), algorithm="ucb"))
+    with pytest.raises(ValueError, match="search.num_simulations"):
+        search.make_search(apply_fn, dataclasses.replace(SearchConfig(), num_simulations=-1))
