@@ -98,6 +98,15 @@ class EvalConfig:
     """Games against each reference opponent (half with each colour)."""
     num_simulations: int = 32
     """Search simulations for the agent in evaluation games (0 = network alone)."""
+    solver_positions: int = 0
+    """Positions of each solver set in the mistake-rate sample (0 = skip it)."""
+    solver_sets: str = "L1_R1,L1_R2,L2_R2"
+    """Comma-separated Pons sets of the mistake-rate sample."""
+    gating: float = 0.0
+    """Gating (0 = off): self-play uses the best network so far, which a new one
+    replaces only if it scores more than this share (e.g. 0.55) against it."""
+    gating_games: int = 64
+    """Games of the gating match (half with each colour)."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +205,27 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     _check(e.every >= 0, "eval.every", ">= 0 (0 = never)", e.every)
     _check(e.games >= 2 and e.games % 2 == 0, "eval.games", "an even integer >= 2", e.games)
     _check(e.num_simulations >= 0, "eval.num_simulations", ">= 0", e.num_simulations)
+    _check(e.solver_positions >= 0, "eval.solver_positions", ">= 0", e.solver_positions)
+    known_sets = ("L1_R1", "L1_R2", "L1_R3", "L2_R1", "L2_R2", "L3_R1")
+    _check(
+        all(name in known_sets for name in e.solver_sets.split(",")),
+        "eval.solver_sets",
+        "a comma-separated subset of " + ",".join(known_sets),
+        e.solver_sets,
+    )
+    _check(0 <= e.gating < 1, "eval.gating", "0 (off) or a share in (0, 1), e.g. 0.55", e.gating)
+    _check(
+        e.gating_games >= 2 and e.gating_games % 2 == 0,
+        "eval.gating_games",
+        "an even integer >= 2",
+        e.gating_games,
+    )
+    _check(
+        not (e.gating and not e.every),
+        "eval.gating",
+        "0 when eval.every is 0 (gating happens at evaluations)",
+        e.gating,
+    )
     _check(config.checkpoint_every >= 1, "checkpoint_every", ">= 1", config.checkpoint_every)
     return config
 
@@ -219,7 +249,10 @@ def from_dict(data: dict, cls: type = Config, prefix: str = "") -> Any:
             )
         ftype = fields[key].type
         sub = _SECTIONS.get(ftype if isinstance(ftype, str) else getattr(ftype, "__name__", ""))
-        kwargs[key] = from_dict(value, sub, name + ".") if sub else _coerce(name, fields[key], value)
+        if sub:
+            kwargs[key] = from_dict(value, sub, name + ".")
+        else:
+            kwargs[key] = _coerce(name, fields[key], value)
     return cls(**kwargs)
 
 

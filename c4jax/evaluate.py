@@ -149,12 +149,20 @@ def load_run(run_dir: str, step: int | None) -> tuple:
 def run_player(run_dir: str | Path, *, step: int | None = None, sims: int | None = None):
     """``(name, Player)`` for a run's checkpoint; the name is ``RUN_DIR:STEP@SIMS``.
 
+    Cached: the same spec gives the same ``Player``, so its agent ``act`` is
+    the same object and compiled matches and solver calls are reused.
+
     Raises:
         ValueError: see ``load_run``.
     """
+    return _run_player(str(run_dir), step, sims)
+
+
+@functools.lru_cache(maxsize=16)
+def _run_player(run_dir: str, step: int | None, sims: int | None):
     from c4jax.player import Player
 
-    config, variables, step = load_run(str(run_dir), step)
+    config, variables, step = load_run(run_dir, step)
     sims = config.eval.num_simulations if sims is None else sims
     player = Player(config, variables, num_simulations=sims)
     return f"{run_dir}:{step}@{sims}", player

@@ -1,17 +1,24 @@
-"""The periodic evaluation of a training run against fixed reference opponents.
+"""The periodic evaluation of a training run, and gating.
 
-The score that ranks checkpoints is the mean match score (wins + draws / 2)
-against the reference opponents.
+Each evaluation plays the agent (network + search, no noise, best move)
+against the fixed reference opponents and, if asked, measures its mistake rate
+on a sample of the Pons solver sets. Its ``score``, which ranks checkpoints,
+is the mean of the match scores (wins + draws / 2) and, with the solver
+sample, of 1 - mistake rate.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import jax
+import numpy as np
 
-from c4jax import agents, arena
+from c4jax import agents, arena, solver
+from c4jax.config import EvalConfig
+
+GATING_OPENING_MOVES = 2  # random first plies: deterministic agents would replay 2 games
 
 OPPONENTS: dict[str, Callable] = {
     "random": agents.random_agent,
@@ -19,29 +26,53 @@ OPPONENTS: dict[str, Callable] = {
 }
 
 
-def evaluate_against_references(
-    act: Callable, variables: dict, key: jax.Array, *, num_games: int
-) -> dict[str, float]:
-    """Plays ``act`` (bound to ``variables``) against each reference opponent.
+def evaluate(act: Callable, variables: dict, key: jax.Array, config: EvalConfig) -> dict:
+    """Evaluates ``act`` bound to ``variables``.
 
     Args:
         act: ``act(variables, key, state[B]) -> [B]`` (see ``network_agents``).
         variables: the network variables to bind.
         key: PRNG key.
-        num_games: games per opponent, half with each colour.
+        config: games per opponent, solver sample.
 
     Returns:
-        ``{"win_rate/<opponent>", "score/<opponent>", "score"}`` floats, where
-        ``score`` is the mean score over the opponents.
+        Floats: ``win_rate/<opponent>``, ``score/<opponent>``, with the solver
+        sample ``mistake/<set>``, ``mistake_nontrivial/<set>`` and
+        ``mistake_rate`` (their mean over sets), and the overall ``score``.
     """
     agent = functools.partial(act, variables)
-    results = {}
-    scores = []
-    for name, opponent in OPPONENTS.items():
-        key, match_key = jax.random.split(key)
-        match = arena.play_games(agent, opponent, match_key, num_games)
+    match_key, solver_key = jax.random.split(key)
+    results, parts = {}, []
+    for i, (name, opponent) in enumerate(OPPONENTS.items()):
+        match = arena.play_games(agent, opponent, jax.random.fold_in(match_key, i), config.games)
         results[f"win_rate/{name}"] = match.wins / match.num_games
         results[f"score/{name}"] = match.score
-        scores.append(match.score)
-    results["score"] = sum(scores) / len(scores)
+        parts.append(match.score)
+    if config.solver_positions:
+        sets = config.solver_sets.split(",")
+        by_set = solver.evaluate_agent(
+            agent, solver_key, sets, config.solver_positions, batch_size=config.solver_positions
+        )
+        for name, summary in by_set.items():
+            results[f"mistake/{name}"] = summary["mistake_rate"]
+            results[f"mistake_nontrivial/{name}"] = summary["nontrivial_mistake_rate"]
+        results["mistake_rate"] = float(np.mean([s["mistake_rate"] for s in by_set.values()]))
+        parts.append(1.0 - results["mistake_rate"])
+    results["score"] = float(np.mean(parts))
     return results
+
+
+def gating_match(
+    act: Callable, candidate: dict, best: dict, key: jax.Array, *, num_games: int
+) -> arena.MatchResult:
+    """The candidate network against the best so far, both as ``act`` agents.
+
+    Games come in pairs from the same random opening with colours swapped.
+    """
+    return arena.play_games(
+        functools.partial(act, candidate),
+        functools.partial(act, best),
+        key,
+        num_games,
+        opening_moves=GATING_OPENING_MOVES,
+    )

@@ -6,7 +6,7 @@ AdamW decays the weights itself). Shape letters: B minibatch, A = 7 actions.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp

@@ -11,7 +11,7 @@ legal move); otherwise network + search, no noise, best move.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 

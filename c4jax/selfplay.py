@@ -10,7 +10,7 @@ B games, A = 7 actions.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from c4jax import checkpoints, evaluation, network_agents, trainer
 from c4jax import config as config_lib
@@ -153,7 +152,8 @@ def train_and_evaluate(
         run.apply_fn, config.search, num_simulations=config.eval.num_simulations
     )
     eval_key = trainer.run_keys(config.seed)[2]
-    logger = _Logger(workdir, config.train.num_iterations, step, progress and step < config.train.num_iterations)
+    total = config.train.num_iterations
+    logger = _Logger(workdir, total, step, progress and step < total)
     score = _last_score(workdir)
     metrics: dict = {}
     last_eval: dict = {}
@@ -162,7 +162,8 @@ def train_and_evaluate(
         with _StopFlag() as stop:
             while step < config.train.num_iterations:
                 t0 = time.perf_counter()
-                state, device_metrics = run.iteration(state, trainer.iteration_key(config.seed, step))
+                key = trainer.iteration_key(config.seed, step)
+                state, device_metrics = run.iteration(state, key)
                 metrics = {k: float(v) for k, v in jax.device_get(device_metrics).items()}
                 step += 1
                 metrics["seconds"] = time.perf_counter() - t0
@@ -171,14 +172,19 @@ def train_and_evaluate(
                 )
                 last_step = step == config.train.num_iterations
                 if config.eval.every and (step % config.eval.every == 0 or last_step):
-                    last_eval = evaluation.evaluate_against_references(
-                        act,
-                        run.variables(state),
-                        jax.random.fold_in(eval_key, step),
-                        num_games=config.eval.games,
-                    )
+                    variables = run.variables(state)
+                    key = jax.random.fold_in(eval_key, step)
+                    last_eval = evaluation.evaluate(act, variables, key, config.eval)
+                    if config.eval.gating:
+                        gate = evaluation.gating_match(
+                            act, variables, state.best, jax.random.fold_in(key, 1),
+                            num_games=config.eval.gating_games,
+                        )
+                        last_eval["gating/score"] = gate.score
+                        last_eval["gating/promoted"] = float(gate.score > config.eval.gating)
+                        if gate.score > config.eval.gating:
+                            state = run.promote(state)
                     score = last_eval["score"]
-                    metrics.update({f"eval/{k}": v for k, v in last_eval.items()})
                     metrics.update(last_eval)
                 logger.log(step, metrics)
                 interrupted = stop.requested or (
@@ -272,15 +278,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"run directory: {workdir}  (devices: {jax.device_count()} x {jax.devices()[0].platform})")
+    devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
+    print(f"run directory: {workdir}  (devices: {devices})")
     print(json.dumps(dataclasses.asdict(config)))
     try:
         summary = train_and_evaluate(config, workdir)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    final = {k: v for k, v in summary["eval"].items() if "/" in k}
-    print(f"stopped at iteration {summary['step']}; last evaluation: {np.round(list(final.values()), 3)} {list(final)}")
+    final = ", ".join(f"{k} {v:.3f}" for k, v in summary["eval"].items())
+    print(f"stopped at iteration {summary['step']}; last evaluation: {final or 'none'}")
     print(f"outputs in {workdir}; view with: tensorboard --logdir {workdir / 'tb'}")
     return 0
 

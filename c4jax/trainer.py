@@ -34,6 +34,7 @@ class TrainState:
 
     step: jax.Array  # [] int32 iterations done
     learner: learner.LearnerState
+    best: dict  # network variables that self-play uses under gating (else unused)
     replay: replay.ReplayBuffer
     selfplay: selfplay.SelfPlayState
 
@@ -112,6 +113,12 @@ class Trainer:
         """The network variables in a state, for ``apply_fn`` and agents."""
         return {"params": state.learner.params, "batch_stats": state.learner.batch_stats}
 
+    @staticmethod
+    def promote(state: TrainState) -> TrainState:
+        """The state with the current network as the best (fresh buffers, so
+        that donating the state never donates one buffer twice)."""
+        return state.replace(best=jax.tree.map(jnp.copy, Trainer.variables(state)))
+
     # -- pure functions -----------------------------------------------------
 
     def _init(self, key: jax.Array) -> TrainState:
@@ -127,6 +134,7 @@ class Trainer:
         return TrainState(
             step=jnp.int32(0),
             learner=learner_state,
+            best=jax.tree.map(jnp.copy, variables),
             replay=replay.init(t.replay_capacity),
             selfplay=selfplay.init(t.selfplay_batch),
         )
@@ -134,8 +142,9 @@ class Trainer:
     def _iteration(self, state: TrainState, key: jax.Array):
         t = self.config.train
         play_key, learn_key = jax.random.split(key)
+        players = state.best if self.config.eval.gating else self.variables(state)
         sp_state, positions, ready, sp_metrics = self._selfplay(
-            self.variables(state), play_key, state.selfplay
+            players, play_key, state.selfplay
         )
         buffer = replay.add(state.replay, positions, ready)
         batch_sharding = NamedSharding(self.mesh, P(DATA_AXIS))
@@ -164,7 +173,11 @@ class Trainer:
             "learned": ready_to_learn,
         }
         new_state = TrainState(
-            step=state.step + 1, learner=learner_state, replay=buffer, selfplay=sp_state
+            step=state.step + 1,
+            learner=learner_state,
+            best=state.best,
+            replay=buffer,
+            selfplay=sp_state,
         )
         return new_state, metrics
 
@@ -185,6 +198,7 @@ class Trainer:
         return TrainState(
             step=replicated,
             learner=every(abstract.learner, replicated),
+            best=every(abstract.best, replicated),
             replay=replay.ReplayBuffer(
                 data=every(abstract.replay.data, rows), insert=replicated, size=replicated
             ),

@@ -46,7 +46,8 @@ def test_impossible_values_name_the_field(section, field, value, message):
 
 def test_batch_must_divide_by_device_count():
     cfg = config_lib.load("tiny")
-    with pytest.raises(ValueError, match=r"train\.selfplay_batch.*multiple of the device count \(3\)"):
+    message = r"train\.selfplay_batch.*multiple of the device count \(3\)"
+    with pytest.raises(ValueError, match=message):
         config_lib.validate(cfg, num_devices=3)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from c4jax import env, search, selfplay
 
+
 # A scripted "search": the first player always plays column 1, the second
 # column 2, so every game is 1212121 and the first player wins on move 7:
 #   .......
