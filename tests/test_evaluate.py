@@ -1,0 +1,183 @@
+"""The evaluate CLI: agent specs, match / elo / solver JSON, bad input exits 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from c4jax import evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- Agent specs (no checkpoint needed). ---
+
+
+@pytest.mark.parametrize(
+    "spec, kind, value",
+    [
+        ("random", "random", None),
+        ("lookahead", "lookahead", None),
+        ("mcts", "mcts", 1000),
+        ("mcts-50", "mcts", 50),
+        ("minimax", "minimax", 5),
+        ("minimax-3", "minimax", 3),
+    ],
+)
+def test_parse_spec_reference_agents(spec, kind, value):
+    parsed = evaluate.parse_spec(spec)
+    assert (parsed.kind, parsed.value) == (kind, value)
+
+
+def test_parse_spec_run_forms(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert evaluate.parse_spec(str(run)) == evaluate.AgentSpec(kind="run", run_dir=run)
+    parsed = evaluate.parse_spec(f"{run}@64")
+    assert (parsed.run_dir, parsed.step, parsed.sims) == (run, None, 64)
+    parsed = evaluate.parse_spec(f"{run}:40@0")
+    assert (parsed.run_dir, parsed.step, parsed.sims) == (run, 40, 0)
+    parsed = evaluate.parse_spec(f"{run}:7")
+    assert (parsed.run_dir, parsed.step, parsed.sims) == (run, 7, None)
+
+
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        ("mcst", "no run directory 'mcst'"),
+        ("mcts-0", "out of range"),
+        ("mcts-many", "not a whole number"),
+        ("minimax-0", "out of range"),
+        ("minimax-99", "out of range"),
+        ("", "empty"),
+        ("no/such/run@64", "no run directory 'no/such/run'"),
+    ],
+)
+def test_parse_agent_rejects_bad_specs(spec, problem):
+    with pytest.raises(ValueError) as err:
+        evaluate.parse_agent(spec)
+    message = str(err.value)
+    assert problem in message
+    assert "Allowed:" in message and "mcts-N" in message
+
+
+def test_parse_agent_rejects_bad_run_suffixes(tmp_path):
+    with pytest.raises(ValueError, match="simulations 'x' is not a whole number"):
+        evaluate.parse_agent(f"{tmp_path}@x")
+    with pytest.raises(ValueError, match="not a run directory"):
+        evaluate.parse_agent(f"{tmp_path}@4")  # a folder, but no checkpoints/
+
+
+def test_parse_lists():
+    assert evaluate.parse_sims("0, 64,600") == [0, 64, 600]
+    for bad in ("", "0,x", "-1", "1,1"):
+        with pytest.raises(ValueError, match="--sims"):
+            evaluate.parse_sims(bad)
+    assert evaluate.parse_sets("L1_R1,L3_R1") == ["L1_R1", "L3_R1"]
+    with pytest.raises(ValueError, match="unknown set 'L9_R9'.*allowed: L3_R1"):
+        evaluate.parse_sets("L1_R1,L9_R9")
+
+
+# --- Bad input on the command line: message, exit 2, no traceback. ---
+
+
+@pytest.mark.parametrize(
+    "argv, problem",
+    [
+        (["match", "mcst", "random"], "'mcst'"),
+        (["match", "random", "nowhere/run@8"], "no run directory 'nowhere/run'"),
+        (["match", "random", "lookahead", "--games", "0"], "--games"),
+        (["elo", "random", "minimax-x"], "'minimax-x'"),
+        (["solver", "--checkpoint", "nowhere/run"], "--checkpoint: 'nowhere/run'"),
+        (["solver", "--sets", "L1_R1,L9"], "unknown set 'L9'"),
+        (["solver", "--sims", "0,64"], "--sims needs --checkpoint"),
+        (["solver", "--baselines", "random,bogus"], "'bogus'"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(argv, problem, capsys):
+    assert evaluate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and problem in err
+
+
+def test_bad_sims_with_a_real_run_exits_2(tiny_run, capsys):
+    argv = ["solver", "--checkpoint", str(tiny_run), "--sims", "0,abc", "--baselines", ""]
+    assert evaluate.main(argv) == 2
+    assert "--sims: 'abc'" in capsys.readouterr().err
+
+
+def test_cli_bad_spec_prints_no_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-m", "c4jax.evaluate", "match", "randm", "lookahead", "--games", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "bad agent spec 'randm'" in proc.stderr
+
+
+# --- The subcommands on the tiny run. ---
+
+
+def test_match_json(tiny_run, tmp_path, capsys):
+    out = tmp_path / "match.json"
+    argv = ["match", f"{tiny_run}@0", "lookahead", "--games", "6", "--openings", "1"]
+    assert evaluate.main([*argv, "--seed", "3", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "wins" in printed and "95% CI" in printed
+    result = json.loads(out.read_text())
+    assert result["command"] == "match"
+    assert result["a"].endswith("@0") and result["b"] == "lookahead"
+    assert result["games"] == 6
+    assert result["wins"] + result["draws"] + result["losses"] == 6
+    for key in ("win", "draw", "loss", "score"):
+        rate = result[f"{key}_rate" if key != "score" else "score"]
+        low, high = result[f"{key}_ci"]
+        assert 0.0 <= low <= rate <= high <= 1.0
+    assert result["as_first"]["games"] == result["as_second"]["games"] == 3
+    assert result["openings"] == 1 and result["seed"] == 3
+
+
+def test_elo_json_and_plot(tiny_run, tmp_path, capsys):
+    out, png = tmp_path / "elo.json", tmp_path / "elo.png"
+    argv = ["elo", f"{tiny_run}@0", "lookahead", "--games", "4", "--bootstrap", "20"]
+    assert evaluate.main([*argv, "--plot", str(png), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Elo" in printed and "anchor random = 0" in printed
+    result = json.loads(out.read_text())
+    assert result["players"][0] == "random"  # added automatically
+    assert len(result["players"]) == 3
+    assert result["anchor"] == "random"
+    assert result["ratings"]["random"]["elo"] == 0.0
+    for rating in result["ratings"].values():
+        low, high = rating["ci"]
+        assert low <= rating["elo"] + 1e-6 and rating["elo"] <= high + 1e-6
+        assert rating["games"] == 8  # 4 games against each of the 2 others
+    assert len(result["matches"]) == 3
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_solver_json(tiny_run, tmp_path, capsys):
+    out = tmp_path / "solver.json"
+    argv = ["solver", "--checkpoint", str(tiny_run), "--sims", "0,2", "--sets", "L1_R1,L3_R1"]
+    argv += ["--positions", "8", "--baselines", "random", "--json", str(out)]
+    assert evaluate.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "L1_R1: 8 positions" in printed and "exact best move" in printed
+    result = json.loads(out.read_text())
+    assert result["sets"] == ["L1_R1", "L3_R1"]
+    assert result["agents"][0] == "random"
+    assert [a.rsplit("@", 1)[1] for a in result["agents"][1:]] == ["0", "2"]
+    for per_set in result["results"].values():
+        assert set(per_set) == {"L1_R1", "L3_R1"}
+        for r in per_set.values():
+            assert r["positions"] == 8
+            for key in ("mistake", "nontrivial_mistake", "exact_best"):
+                low, high = r[f"{key}_ci"]
+                rate = r[f"{key}_rate"]
+                assert rate is None or 0.0 <= low <= rate <= high <= 1.0
