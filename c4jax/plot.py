@@ -7,7 +7,9 @@ the run logged, plus ``overview.png`` with all of them:
 * ``losses.png``: total, policy and value loss.
 * ``policy_entropy.png``: entropy of the network's policy on replay positions.
 * ``win_rates.png``: evaluation win rates (``win_rate/<opponent>``) and score.
-* ``mistake_rates.png``: solver mistake rates (``mistake/...`` keys).
+* ``mistake_rates.png``: solver mistake rates (``mistake/<set>`` and their
+  mean ``mistake_rate``); ``mistake_rates_nontrivial.png``: the same over the
+  non-trivial positions (``mistake_nontrivial/<set>``).
 * ``selfplay.png``: game length and first-player win / draw rates.
 
 Groups whose metrics are absent are skipped. Rendering uses matplotlib's Agg
@@ -86,7 +88,20 @@ PANELS = (
         lambda keys: _prefixed("win_rate/")(keys) + _listed("score")(keys),
         (-0.02, 1.02),
     ),
-    ("mistake_rates", "Solver mistake rates", "rate", _prefixed("mistake/"), (0.0, None)),
+    (
+        "mistake_rates",
+        "Solver mistake rates, all positions",
+        "rate",
+        lambda keys: _prefixed("mistake/")(keys) + _listed("mistake_rate")(keys),
+        (0.0, None),
+    ),
+    (
+        "mistake_rates_nontrivial",
+        "Solver mistake rates, non-trivial positions",
+        "rate",
+        _prefixed("mistake_nontrivial/"),
+        (0.0, None),
+    ),
     (
         "selfplay",
         "Self-play games",

@@ -24,6 +24,7 @@ def _write_metrics(path, with_mistakes: bool):
             record.update({"win_rate/random": 0.5 + 0.04 * step, "score": 0.5})
             if with_mistakes:
                 record.update({"mistake/L1_R1": 0.4 - 0.02 * step, "mistake/L2_R2": 0.3})
+                record.update({"mistake_nontrivial/L1_R1": 0.6, "mistake_rate": 0.35})
         lines.append(json.dumps(record))
     lines.append('{"step": 13, "loss": 0.')  # a line still being written
     path.write_text("\n".join(lines))
@@ -41,20 +42,21 @@ def test_plot_writes_pngs_for_present_metrics(tmp_path, capsys):
         "policy_entropy.png",
         "win_rates.png",
         "mistake_rates.png",
+        "mistake_rates_nontrivial.png",
         "selfplay.png",
         "overview.png",
     }
     for path in out.iterdir():
         assert path.read_bytes()[:8] == PNG
     printed = capsys.readouterr().out
-    assert "wrote 6 plots" in printed and str(out / "losses.png") in printed
+    assert "wrote 7 plots" in printed and str(out / "losses.png") in printed
 
 
 def test_plot_skips_absent_metrics_and_defaults_to_run_plots(tmp_path):
     _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=False)
     written = plot.plot_run(tmp_path)
     assert all(p.parent == tmp_path / "plots" for p in written)
-    assert "mistake_rates.png" not in {p.name for p in written}
+    assert not {"mistake_rates.png", "mistake_rates_nontrivial.png"} & {p.name for p in written}
     assert "losses.png" in {p.name for p in written}
 
 
