@@ -50,7 +50,8 @@ def wilson_interval(successes: float, n: int, z: float = 1.959964) -> tuple[floa
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(max(p * (1 - p) / n + z * z / (4 * n * n), 0.0)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # The interval contains p; min/max keep that true under rounding at p = 0 or 1.
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 @dataclasses.dataclass(frozen=True)

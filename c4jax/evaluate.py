@@ -129,21 +129,10 @@ def load_run(run_dir: str, step: int | None) -> tuple:
     Raises:
         ValueError: not a run directory, no checkpoint, or no such step.
     """
-    from c4jax import checkpoints, player, trainer
+    from c4jax import player, trainer
 
-    path = Path(run_dir)
-    if not (path / "checkpoints").is_dir():
-        raise ValueError(f"{run_dir}: not a run directory (no checkpoints/ inside)")
-    if step is None:
-        manager = checkpoints.open_for_reading(path)
-        try:
-            step = checkpoints.best_step(manager)
-        finally:
-            manager.close()
-        if step is None:
-            raise ValueError(f"{run_dir}: no checkpoint saved yet")
-    config, state = player.load_checkpoint(path, step=step)
-    return config, trainer.Trainer.variables(state), int(step)
+    config, state = player.load_checkpoint(Path(run_dir), step=step)
+    return config, trainer.Trainer.variables(state), int(state.step)
 
 
 def run_player(run_dir: str | Path, *, step: int | None = None, sims: int | None = None):

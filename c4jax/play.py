@@ -97,16 +97,9 @@ def format_analysis(analysis, column: int) -> str:
 
 
 def agent_move(player, moves: str) -> tuple[int, object]:
-    """``(column 0-6, analysis)`` of the agent after ``moves``.
-
-    Uses ``analysis.action`` when the player's analysis has one (one search),
-    else ``player.best_move``.
-    """
+    """``(column 0-6, analysis)`` of the agent after ``moves``: one search."""
     analysis = player.analyse(moves)
-    column = getattr(analysis, "action", None)
-    if column is None:
-        column = player.best_move(moves)
-    return int(column), analysis
+    return int(analysis.action), analysis
 
 
 def play_loop(player, input_fn: InputFn, print_fn: PrintFn, human_first: bool) -> str:

@@ -27,6 +27,7 @@ class Analysis:
 
     policy: np.ndarray  # [A] float32 move probabilities (0 on full columns)
     value: float  # expected result in [-1, 1]: +1 the player to move wins
+    action: int  # the 0-based column the agent plays (the same search)
 
 
 class Player:
@@ -38,14 +39,24 @@ class Player:
         num_simulations: search simulations per move; 0 = the network alone.
         seed: seed of the search's PRNG stream (Gumbel search without noise is
             deterministic; the seed only matters for ties).
+        step: the training iteration of the checkpoint, if known.
     """
 
-    def __init__(self, config: Config, variables: dict, *, num_simulations: int, seed: int = 0):
+    def __init__(
+        self,
+        config: Config,
+        variables: dict,
+        *,
+        num_simulations: int,
+        seed: int = 0,
+        step: int | None = None,
+    ):
         if num_simulations < 0:
             raise ValueError(f"num_simulations: got {num_simulations}, allowed: >= 0")
         self.config = config
         self.variables = variables
         self.num_simulations = num_simulations
+        self.step = step
         self._key = jax.random.key(seed)
         net = trainer.network.make_network(config.network)
         search_config = dataclasses.replace(config.search, num_simulations=num_simulations)
@@ -83,7 +94,13 @@ class Player:
         """
         config, state = load_checkpoint(run_dir, step=step)
         sims = config.eval.num_simulations if num_simulations is None else num_simulations
-        return cls(config, trainer.Trainer.variables(state), num_simulations=sims, seed=seed)
+        return cls(
+            config,
+            trainer.Trainer.variables(state),
+            num_simulations=sims,
+            seed=seed,
+            step=int(state.step),
+        )
 
     def _next_key(self) -> jax.Array:
         self._key, key = jax.random.split(self._key)
@@ -104,7 +121,11 @@ class Player:
     def analyse(self, moves: str) -> Analysis:
         """Move probabilities and the value for the player to move after ``moves``."""
         out = self._search_position(moves)
-        return Analysis(policy=np.asarray(out.policy[0]), value=float(out.root_value[0]))
+        return Analysis(
+            policy=np.asarray(out.policy[0]),
+            value=float(out.root_value[0]),
+            action=int(out.action[0]),
+        )
 
 
 def load_checkpoint(run_dir: str | Path, *, step: int | None = None):
@@ -123,7 +144,14 @@ def load_checkpoint(run_dir: str | Path, *, step: int | None = None):
             raise ValueError(f"{run_dir}: no checkpoint at step {step}; saved: {sorted(steps)}")
         config = checkpoints.restore_config(manager, step)
         run = trainer.Trainer(config)
-        state = checkpoints.restore_state(manager, step, run.abstract_state())
+        try:
+            state = checkpoints.restore_state(manager, step, run.abstract_state())
+        except (ValueError, KeyError, TypeError) as err:
+            first_line = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+            raise ValueError(
+                f"{run_dir}: checkpoint {step} does not match this version of c4jax's "
+                f"training state ({type(err).__name__}: {first_line})"
+            ) from err
     finally:
         manager.close()
     return config, state

@@ -18,8 +18,9 @@ class FirstLegalPlayer:
 
     def analyse(self, moves: str) -> Analysis:
         policy = np.zeros(env.NUM_ACTIONS, np.float32)
-        policy[self.best_move(moves)] = 1.0
-        return Analysis(policy=policy, value=0.25)
+        action = self.best_move(moves)
+        policy[action] = 1.0
+        return Analysis(policy=policy, value=0.25, action=action)
 
 
 def scripted(lines):
