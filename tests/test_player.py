@@ -79,3 +79,16 @@ def test_bad_move_strings_raise_value_error(player, moves):
 def test_missing_run_directory_raises_value_error(tmp_path):
     with pytest.raises(ValueError, match="not a run directory"):
         Player.from_checkpoint(tmp_path / "nope", num_simulations=0)
+
+
+def test_player_is_exported_at_the_package_level():
+    import c4jax
+
+    assert c4jax.Player is Player
+    with pytest.raises(AttributeError):
+        c4jax.NoSuchThing  # noqa: B018
+
+
+def test_analysis_action_is_the_best_move(player):
+    for moves in ["", "4453", "121212"]:
+        assert player.analyse(moves).action == player.best_move(moves)
