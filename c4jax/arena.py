@@ -70,6 +70,20 @@ class MatchResult:
     a_first: np.ndarray  # [G] bool: agent_a moved first
     num_moves: np.ndarray  # [G] int32: plies in each game
 
+    @classmethod
+    def from_games(
+        cls, outcomes: np.ndarray, a_first: np.ndarray, num_moves: np.ndarray
+    ) -> MatchResult:
+        """The result of games with these per-game outcomes (+1 / 0 / -1 for a)."""
+        return cls(
+            wins=int(np.sum(outcomes == 1)),
+            draws=int(np.sum(outcomes == 0)),
+            losses=int(np.sum(outcomes == -1)),
+            outcomes=outcomes,
+            a_first=a_first,
+            num_moves=num_moves,
+        )
+
     @property
     def num_games(self) -> int:
         return self.wins + self.draws + self.losses
@@ -244,11 +258,4 @@ def play_games(
     outcomes = outcome.T.reshape(-1)[:num_games].astype(np.int8)
     a_first = np.tile([True, False], num_pairs)[:num_games]
     moves = np.asarray(num_moves).T.reshape(-1)[:num_games].astype(np.int32)
-    return MatchResult(
-        wins=int(np.sum(outcomes == 1)),
-        draws=int(np.sum(outcomes == 0)),
-        losses=int(np.sum(outcomes == -1)),
-        outcomes=outcomes,
-        a_first=a_first,
-        num_moves=moves,
-    )
+    return MatchResult.from_games(outcomes, a_first, moves)

@@ -317,14 +317,7 @@ def play_match(
     outcomes = np.concatenate([p.outcomes for p in parts])[:num_games]
     a_first = np.concatenate([p.a_first for p in parts])[:num_games]
     moves = np.concatenate([p.num_moves for p in parts])[:num_games]
-    return arena.MatchResult(
-        wins=int(np.sum(outcomes == 1)),
-        draws=int(np.sum(outcomes == 0)),
-        losses=int(np.sum(outcomes == -1)),
-        outcomes=outcomes,
-        a_first=a_first,
-        num_moves=moves,
-    )
+    return arena.MatchResult.from_games(outcomes, a_first, moves)
 
 
 def _pct(rate: float, ci: Sequence[float]) -> str:
