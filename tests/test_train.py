@@ -123,3 +123,27 @@ def test_bad_input_fails_before_compiling_with_a_clear_message(args, message, tm
     assert message in out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    import signal
+    import time
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c4jax.train", "--config", "tiny", "--workdir", str(tmp_path),
+         "--train.num-iterations", "100000", "--eval.every", "0", "--checkpoint-every", "100000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )
+    metrics = tmp_path / "metrics.jsonl"
+    deadline = time.monotonic() + 600
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    assert "Ctrl-C: saving a checkpoint" in out
+    assert "Traceback" not in err
+    last = json.loads(metrics.read_text().splitlines()[-1])["step"]
+    assert (tmp_path / "checkpoints" / str(last)).exists()
