@@ -1,9 +1,9 @@
 """A fixed-capacity ring buffer of training positions that lives on the device.
 
-Positions are stored as compact ``env.State`` bitboards (28 bytes each) rather
-than observations; ``sample`` rebuilds the ``[H, W, 2]`` planes and applies the
-left-right mirror augmentation. Shape letters: C capacity, M positions added at
-once, B minibatch, A = 7 actions.
+Positions are stored as compact ``env.State`` bitboards rather than
+observations (25 bytes instead of 336); ``sample`` rebuilds the ``[H, W, 2]``
+planes and applies the left-right mirror augmentation. Shape letters: C
+capacity, M positions added at once, B minibatch, A = 7 actions.
 """
 
 from __future__ import annotations
