@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"
+PRESET_DIR = Path(__file__).resolve().parent / "configs"  # top-level configs/ links here
 
 
 @dataclass(frozen=True)
