@@ -69,7 +69,7 @@ class TrainConfig:
     sgd_steps: int = 32
     """SGD steps per iteration."""
     min_replay_size: int = 0
-    """Positions in the buffer before learning starts (0 = one self-play chunk)."""
+    """Positions in the buffer before learning starts (0 = learn as soon as any game ends)."""
     optimizer: Literal["adamw", "sgd"] = "adamw"
     """adamw (decoupled weight decay) or sgd with momentum 0.9 and L2 loss."""
     learning_rate: float = 1e-3
