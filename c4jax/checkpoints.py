@@ -30,7 +30,13 @@ def make_manager(workdir: Path, *, keep: int) -> ocp.CheckpointManager:
         ]
     )
     options = ocp.CheckpointManagerOptions(
-        preservation_policy=preservation, enable_async_checkpointing=True, create=True
+        preservation_policy=preservation,
+        # best_fn makes Orbax write each checkpoint's metrics to disk, so that
+        # a later process (a resume, Player) still knows which one is best.
+        best_fn=lambda metrics: metrics[SCORE],
+        best_mode="max",
+        enable_async_checkpointing=True,
+        create=True,
     )
     return ocp.CheckpointManager(
         Path(workdir).absolute() / "checkpoints", options=options, item_names=("state", "config")
@@ -47,8 +53,14 @@ def open_for_reading(workdir: Path) -> ocp.CheckpointManager:
     )
 
 
-def save(manager: ocp.CheckpointManager, step: int, state, config, score: float) -> None:
-    """Starts an async save of ``state`` and ``config`` at ``step`` (replacing one there)."""
+def save(
+    manager: ocp.CheckpointManager, step: int, state, config, score: float | None
+) -> None:
+    """Starts an async save of ``state`` and ``config`` at ``step`` (replacing one there).
+
+    ``score`` is the evaluation score of this very step, or None if the step
+    was not evaluated (then only the "latest" rule keeps it).
+    """
     if step in manager.all_steps():
         manager.wait_until_finished()
         manager.delete(step)
@@ -58,7 +70,7 @@ def save(manager: ocp.CheckpointManager, step: int, state, config, score: float)
             state=ocp.args.StandardSave(state),
             config=ocp.args.JsonSave(config_lib.to_dict(config)),
         ),
-        metrics={SCORE: float(score)},
+        metrics=None if score is None else {SCORE: float(score)},
         force=True,
     )
 
@@ -71,9 +83,16 @@ def restore_config(manager: ocp.CheckpointManager, step: int) -> config_lib.Conf
 
 def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):
     """The ``TrainState`` of checkpoint ``step``, placed as ``abstract_state`` says."""
-    restored = manager.restore(
-        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
-    )
+    try:
+        restored = manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
+        )
+    except (ValueError, KeyError, TypeError) as err:
+        first_line = (str(err).strip().splitlines() or [""])[0][:200]
+        raise ValueError(
+            f"{manager.directory}: checkpoint {step} does not match this version of "
+            f"c4jax's training state ({type(err).__name__}: {first_line})"
+        ) from err
     return restored.state
 
 

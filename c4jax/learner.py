@@ -85,10 +85,10 @@ def make_sgd_step(
             "value_loss": value_loss,
             "policy_entropy": entropy,
         }
-        return loss, (updates["batch_stats"], log_p, metrics)
+        return loss, (updates["batch_stats"], metrics)
 
     def sgd_step(state: LearnerState, batch: Minibatch):
-        grads, (batch_stats, log_p, metrics) = jax.grad(loss_fn, has_aux=True)(
+        grads, (batch_stats, metrics) = jax.grad(loss_fn, has_aux=True)(
             state.params, state.batch_stats, batch
         )
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -96,10 +96,15 @@ def make_sgd_step(
         params = optax.apply_updates(state.params, updates)
         lr_scale = state.lr_scale
         if config.kl_target > 0:
-            new_logits, _ = network.apply(
-                {"params": params, "batch_stats": batch_stats}, batch.obs, train=False
-            )
-            new_log_p = jax.nn.log_softmax(new_logits)
+            # Both sides in inference mode, so the KL measures the update only.
+            def inference_log_p(params, batch_stats):
+                logits, _ = network.apply(
+                    {"params": params, "batch_stats": batch_stats}, batch.obs, train=False
+                )
+                return jax.nn.log_softmax(logits)
+
+            log_p = inference_log_p(state.params, state.batch_stats)
+            new_log_p = inference_log_p(params, batch_stats)
             kl = jnp.sum(jnp.exp(log_p) * (log_p - new_log_p), axis=-1).mean()
             lr_scale = jnp.where(kl > config.kl_target * _KL_BAND, lr_scale / _KL_FACTOR, lr_scale)
             lr_scale = jnp.where(kl < config.kl_target / _KL_BAND, lr_scale * _KL_FACTOR, lr_scale)

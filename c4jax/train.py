@@ -19,7 +19,6 @@ import argparse
 import dataclasses
 import datetime
 import json
-import math
 import signal
 import sys
 import time
@@ -90,10 +89,15 @@ class _StopFlag:
 class _Logger:
     """metrics.jsonl, TensorBoard event files and the progress bar."""
 
-    def __init__(self, workdir: Path, total: int, initial: int, progress: bool):
+    def __init__(
+        self, workdir: Path, total: int, initial: int, progress: bool, *, enabled: bool = True
+    ):
         from tensorboardX import SummaryWriter
         from tqdm import tqdm
 
+        self.enabled = enabled
+        if not enabled:
+            return
         self._jsonl = (workdir / "metrics.jsonl").open("a")
         self._tb = SummaryWriter(str(workdir / "tb"))
         self._bar = tqdm(
@@ -101,6 +105,8 @@ class _Logger:
         )
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.enabled:
+            return
         self._jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
         self._jsonl.flush()
         for name, value in metrics.items():
@@ -110,6 +116,8 @@ class _Logger:
         self._bar.update(1)
 
     def close(self) -> None:
+        if not self.enabled:
+            return
         self._bar.close()
         self._tb.close()
         self._jsonl.close()
@@ -131,8 +139,9 @@ def train_and_evaluate(
         A summary: ``step``, ``workdir``, the last ``metrics`` and ``eval``, and
         the final ``state`` (a ``TrainState``).
     """
-    if config.distributed:
-        jax.distributed.initialize()
+    if config.distributed and not jax.distributed.is_initialized():
+        jax.distributed.initialize()  # before anything asks JAX about devices
+    writer = jax.process_index() == 0  # one process writes the logs
     config_lib.validate(config, num_devices=jax.device_count())
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +149,8 @@ def train_and_evaluate(
     latest = manager.latest_step()
     if latest is not None:
         check_compatible(checkpoints.restore_config(manager, latest), config)
-    config_lib.save(config, workdir / "config.json")
+    if writer:
+        config_lib.save(config, workdir / "config.json")
 
     run = trainer.Trainer(config)
     if latest is not None:
@@ -153,8 +163,7 @@ def train_and_evaluate(
     )
     eval_key = trainer.run_keys(config.seed)[2]
     total = config.train.num_iterations
-    logger = _Logger(workdir, total, step, progress and step < total)
-    score = _last_score(workdir)
+    logger = _Logger(workdir, total, step, progress and step < total, enabled=writer)
     metrics: dict = {}
     last_eval: dict = {}
     started = step
@@ -171,6 +180,7 @@ def train_and_evaluate(
                     config.train.selfplay_batch * config.train.selfplay_steps / metrics["seconds"]
                 )
                 last_step = step == config.train.num_iterations
+                score = None  # the evaluation score of this step, if evaluated
                 if config.eval.every and (step % config.eval.every == 0 or last_step):
                     variables = run.variables(state)
                     key = jax.random.fold_in(eval_key, step)
@@ -202,17 +212,6 @@ def train_and_evaluate(
         "step": step, "workdir": str(workdir), "metrics": metrics, "eval": last_eval,
         "state": state,
     }
-
-
-def _last_score(workdir: Path) -> float:
-    """The newest evaluation score logged in ``workdir`` (-inf before any)."""
-    path = workdir / "metrics.jsonl"
-    score = -math.inf
-    if path.exists():
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            score = record.get("score", score)
-    return score if math.isfinite(score) else -1.0
 
 
 def default_preset() -> str:
@@ -272,6 +271,8 @@ def parse_args(argv: list[str]) -> tuple[Config, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--distributed" in argv:
+        jax.distributed.initialize()  # must precede every device query below
     try:
         config, workdir = parse_args(argv)
         config_lib.validate(config, num_devices=jax.device_count())
