@@ -241,8 +241,8 @@ def time_envs(
     }
 
 
-def device_info() -> dict[str, Any]:
-    """Where the numbers were taken."""
+def device_info(packages: tuple[str, ...] = ("pgx",)) -> dict[str, Any]:
+    """Where the numbers were taken, with the versions of ``packages``."""
     device = jax.devices()[0]
     return {
         "platform": device.platform,
@@ -252,7 +252,7 @@ def device_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
         "python": platform.python_version(),
-        "pgx_version": _version("pgx"),
+        **{f"{name}_version": _version(name) for name in packages},
     }
 
 

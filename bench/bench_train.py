@@ -33,8 +33,8 @@ near-free function of the observation, leaving env + tree + observation.
 
 Usage::
 
-    JAX_PLATFORMS=cpu python bench/bench_train.py              # cpu preset: 3x32, 16 sims
-    python bench/bench_train.py --blocks 1 --channels 8 --sims 2 --batch 8 --steps 2 \\
+    JAX_PLATFORMS=cpu python -m bench.bench_train              # cpu preset: 3x32, 16 sims
+    python -m bench.bench_train --blocks 1 --channels 8 --sims 2 --batch 8 --steps 2 \\
         --repeats 1 --out /tmp/smoke.json                      # smoke run
 """
 
@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.metadata
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -58,6 +56,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
+from bench import bench_env
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -483,26 +483,7 @@ def benchmark(
 
 def device_info() -> dict[str, Any]:
     """Where the numbers were taken."""
-    device = jax.devices()[0]
-    return {
-        "platform": device.platform,
-        "device_kind": device.device_kind,
-        "num_devices": jax.device_count(),
-        "jax_version": jax.__version__,
-        "cpu_count": os.cpu_count(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "pgx_version": _version("pgx"),
-        "mctx_version": _version("mctx"),
-        "flax_version": _version("flax"),
-    }
-
-
-def _version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return bench_env.device_info(("pgx", "mctx", "flax"))
 
 
 def summarize(config, measured: dict[str, Any]) -> dict[str, Any]:
@@ -665,7 +646,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {
         "device": info,
         "load_average": {"start": list(load_start), "end": list(load_end)},
-        "command": "python bench/bench_train.py "
+        "command": "python -m bench.bench_train "
         + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "wall_s": time.perf_counter() - started,
