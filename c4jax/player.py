@@ -17,7 +17,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from c4jax import checkpoints, env, network_agents, search, trainer
+from c4jax import checkpoints, env, network, network_agents, search, trainer
 from c4jax.config import Config
 
 
@@ -58,15 +58,14 @@ class Player:
         self.num_simulations = num_simulations
         self.step = step
         self._key = jax.random.key(seed)
-        net = trainer.network.make_network(config.network)
+        apply_fn = network.make_apply_fn(network.make_network(config.network))
         search_config = dataclasses.replace(config.search, num_simulations=num_simulations)
         self._search = jax.jit(
-            search.make_search(trainer.network.make_apply_fn(net), search_config),
-            static_argnames="evaluation",
+            search.make_search(apply_fn, search_config), static_argnames="evaluation"
         )
         self.act = functools.partial(
             network_agents.make_alphazero_act(
-                trainer.network.make_apply_fn(net), config.search, num_simulations=num_simulations
+                apply_fn, config.search, num_simulations=num_simulations
             ),
             variables,
         )

@@ -86,6 +86,14 @@ class _StopFlag:
         return False
 
 
+def _step_of(line: str) -> float:
+    """The step of a metrics.jsonl line; a torn (half-written) line counts as newest."""
+    try:
+        return json.loads(line)["step"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return float("inf")
+
+
 class _Logger:
     """metrics.jsonl, TensorBoard event files and the progress bar."""
 
@@ -98,8 +106,14 @@ class _Logger:
         self.enabled = enabled
         if not enabled:
             return
-        self._jsonl = (workdir / "metrics.jsonl").open("a")
-        self._tb = SummaryWriter(str(workdir / "tb"))
+        # A resumed run repeats the steps after its last checkpoint: drop their
+        # old records so each step is logged once (purge_step does it for TB).
+        path = workdir / "metrics.jsonl"
+        if path.exists():
+            kept = [line for line in path.read_text().splitlines() if _step_of(line) <= initial]
+            path.write_text("".join(line + "\n" for line in kept))
+        self._jsonl = path.open("a")
+        self._tb = SummaryWriter(str(workdir / "tb"), purge_step=initial + 1 if initial else None)
         self._bar = tqdm(
             total=total, initial=initial, disable=not progress, unit="it", dynamic_ncols=True
         )
@@ -183,11 +197,11 @@ def train_and_evaluate(
                 score = None  # the evaluation score of this step, if evaluated
                 if config.eval.every and (step % config.eval.every == 0 or last_step):
                     variables = run.variables(state)
-                    key = jax.random.fold_in(eval_key, step)
-                    last_eval = evaluation.evaluate(act, variables, key, config.eval)
+                    match_key, gate_key = jax.random.split(jax.random.fold_in(eval_key, step))
+                    last_eval = evaluation.evaluate(act, variables, match_key, config.eval)
                     if config.eval.gating:
                         gate = evaluation.gating_match(
-                            act, variables, state.best, jax.random.fold_in(key, 1),
+                            act, variables, state.best, gate_key,
                             num_games=config.eval.gating_games,
                         )
                         last_eval["gating/score"] = gate.score

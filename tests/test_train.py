@@ -161,3 +161,19 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     last = json.loads(metrics.read_text().splitlines()[-1])["step"]
     assert (tmp_path / "checkpoints" / str(last)).exists()
 
+
+
+def test_resume_after_a_crash_logs_each_step_once(tmp_path):
+    """Steps logged after the last checkpoint (lost in a crash) are logged again
+    on resume, not twice; a torn last line does not break the resume."""
+    cfg = _tiny()
+    cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, every=0))
+    train.train_and_evaluate(cfg, tmp_path, progress=False, stop_after=2)
+    metrics = tmp_path / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    fake = json.loads(lines[-1])
+    fake["step"] = 3  # as if step 3 was logged, then the process died before saving
+    metrics.write_text("\n".join(lines + [json.dumps(fake), '{"step": 4, "lo']) + "\n")
+    train.train_and_evaluate(cfg, tmp_path, progress=False)
+    steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]
