@@ -296,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
     print(f"run directory: {workdir}  (devices: {devices})")
     print(json.dumps(dataclasses.asdict(config)))
+    if workdir.exists() and not workdir.is_dir():
+        print(f"error: --workdir {workdir}: exists and is not a directory", file=sys.stderr)
+        return 2
     try:
         summary = train_and_evaluate(config, workdir)
     except ValueError as err:

@@ -127,11 +127,13 @@ def test_two_device_run_from_the_command_line(tmp_path):
         (["--train.bogus", "1"], "Unrecognized options: --train.bogus"),
         (["--search.algorithm", "alphabeta"], "invalid choice 'alphabeta'"),
         (["--config", "nonexistent"], "presets: cpu, gpu, tiny, tpu"),
+        (["--workdir", "README.md"], "--workdir README.md: exists and is not a directory"),
     ],
 )
 def test_bad_input_fails_before_compiling_with_a_clear_message(args, message, tmp_path):
     base = ["--config", "tiny"] if "--config" not in args else []
-    out = _cli(*base, *args, "--workdir", str(tmp_path), devices=2)
+    workdir = [] if "--workdir" in args else ["--workdir", str(tmp_path)]
+    out = _cli(*base, *args, *workdir, devices=2)
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr
