@@ -42,6 +42,10 @@ class SearchConfig:
     """Gumbel: actions sampled at the root (7 = all)."""
     gumbel_scale: float = 1.0
     """Gumbel: scale of the root Gumbel noise in self-play (0 in evaluation)."""
+    evaluation_move: Literal["halving", "policy", "q"] = "halving"
+    """Gumbel, in evaluation: halving = mctx's pick among the last survivors of
+    sequential halving; policy = argmax of the improved policy; q = argmax of the
+    search's Q-values (unvisited moves valued at the root's search value)."""
     dirichlet_alpha: float = 0.3
     """PUCT: concentration of the root Dirichlet noise."""
     dirichlet_fraction: float = 0.25
@@ -86,6 +90,11 @@ class TrainConfig:
     """KL-adaptive learning rate: target KL(before || after) per SGD step (0 = off)."""
     mirror_augment: bool = True
     """Mirror sampled positions left-right with probability 1/2."""
+    random_opening_moves: int = 0
+    """Each self-play game opens with k ~ U{0..this} uniformly random moves (0 = off);
+    positions up to the last random move are not trained on."""
+    value_target_q: float = 0.0
+    """Value target (1 - w) * game result + w * search value of the position (0 = result only)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,10 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         s.max_num_considered_actions,
     )
     _check(s.gumbel_scale >= 0, "search.gumbel_scale", ">= 0", s.gumbel_scale)
+    _check(
+        s.evaluation_move in ("halving", "policy", "q"),
+        "search.evaluation_move", "halving, policy, q", s.evaluation_move,
+    )
     _check(s.dirichlet_alpha > 0, "search.dirichlet_alpha", "> 0", s.dirichlet_alpha)
     _check(
         0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", "0..1", s.dirichlet_fraction
@@ -197,6 +210,11 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     _check(t.weight_decay >= 0, "train.weight_decay", ">= 0", t.weight_decay)
     _check(t.value_loss_weight >= 0, "train.value_loss_weight", ">= 0", t.value_loss_weight)
     _check(t.kl_target >= 0, "train.kl_target", ">= 0 (0 = off)", t.kl_target)
+    _check(
+        isinstance(t.random_opening_moves, int) and 0 <= t.random_opening_moves <= 41,
+        "train.random_opening_moves", "an integer in 0..41 (0 = off)", t.random_opening_moves,
+    )
+    _check(0 <= t.value_target_q <= 1, "train.value_target_q", "0..1", t.value_target_q)
     _check(t.optimizer in ("adamw", "sgd"), "train.optimizer", "adamw, sgd", t.optimizer)
     _check(
         t.lr_schedule in ("constant", "cosine"), "train.lr_schedule", "constant, cosine",

@@ -50,14 +50,20 @@ class SearchOutput:
     underestimate in won positions (e.g. ~0.3 with a win in one), but its sign
     is right once the search sees the result.
 
+    ``policy_value`` is the expected value of playing ``policy``, with each
+    move's Q from the search (its backed-up mean where visited, else
+    ``root_value``); it does not carry Gumbel's underestimate and is the
+    search's value target for the position (``train.value_target_q``).
+
     For a finished game (all moves illegal) ``action`` is 0, ``policy`` is all
-    zeros and ``root_value`` is the exact result for the side to move (-1 after
-    a loss, 0 after a draw).
+    zeros and ``root_value`` and ``policy_value`` are the exact result for the
+    side to move (-1 after a loss, 0 after a draw).
     """
 
     action: jax.Array  # [B] int32 move chosen, always legal for live games
     policy: jax.Array  # [B, A] float32 improved policy: the training target
     root_value: jax.Array  # [B] float32 search value for the player to move
+    policy_value: jax.Array  # [B] float32 value of ``policy``: sum_a policy[a] * Q[a]
 
 
 SearchFn = Callable[..., SearchOutput]
@@ -193,6 +199,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
 
         if num_simulations == 0:
             policy = jax.nn.softmax(logits, axis=-1)
+            policy_value = value
             if evaluation:
                 action = _masked_argmax(logits, legal)
             else:
@@ -214,6 +221,8 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                 )
                 policy = out.action_weights
                 action = out.action.astype(jnp.int32)
+                if evaluation and config.evaluation_move == "policy":
+                    action = _masked_argmax(policy, legal)
             else:  # puct
                 out = mctx.muzero_policy(
                     params=variables,
@@ -234,7 +243,16 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                 else:
                     explore = state.num_moves < config.temperature_moves
                     action = jnp.where(explore, _sample(action_key, policy, legal), best)
-            root_value = out.search_tree.summary().value
+            summary = out.search_tree.summary()
+            root_value = summary.value
+            visited = summary.visit_counts > 0
+            qvalues = jnp.where(visited, summary.qvalues, root_value[:, None])
+            weights = jnp.where(legal, policy, 0.0)
+            weights = weights / jnp.maximum(jnp.sum(weights, axis=-1, keepdims=True), 1e-9)
+            policy_value = jnp.sum(weights * qvalues, axis=-1)
+            if evaluation and config.algorithm == "gumbel" and config.evaluation_move == "q":
+                # Ties (e.g. several proven wins) go to the improved policy.
+                action = _masked_argmax(qvalues + 1e-3 * policy, legal)
 
         live = ~state.terminated
         policy = jnp.where(live[:, None] & legal, policy, 0.0).astype(jnp.float32)
@@ -242,6 +260,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
             action=jnp.where(live, action, 0).astype(jnp.int32),
             policy=policy,
             root_value=jnp.where(live, root_value, terminal_value(state)).astype(jnp.float32),
+            policy_value=jnp.where(live, policy_value, terminal_value(state)).astype(jnp.float32),
         )
 
     return search_fn

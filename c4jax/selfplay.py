@@ -6,6 +6,17 @@ the end of a chunk are not thrown away: each game's unfinished prefix is kept
 as a right-aligned tail of L = 42 slots and carried into the next chunk, where
 its targets become known. Shape letters: T moves per chunk, L = 42 tail slots,
 B games, A = 7 actions.
+
+Two options widen what the network learns from:
+
+* ``random_opening_moves = K``: each game opens with k ~ U{0..K} uniformly
+  random moves, so that self-play visits the varied positions that a strong
+  agent must judge (not only those its own sharpening policy leads to). The
+  positions before and at a random move still get searched, but they are not
+  trained on: their game result reflects a random move.
+* ``value_target_q = w``: the value target is ``(1 - w) z + w q``, with ``z``
+  the game result and ``q`` the search's value of its improved policy
+  (``SearchOutput.policy_value``).
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ class Record:
     done: jax.Array  # [T, B] bool, the move played here ended the game
     winner: jax.Array  # [T, B] int32 winner after that move (meaningful where done)
     valid: jax.Array  # [T, B] bool, a real position (False for tail padding)
+    random: jax.Array  # [T, B] bool, the move played here was a random opening move
+    search_value: jax.Array  # [T, B] float32 search value of the position (policy_value)
 
 
 @struct.dataclass
@@ -39,10 +52,11 @@ class SelfPlayState:
 
     games: env.State  # [B] current positions
     tail: Record  # [L, B] each game's positions so far, right-aligned
+    opening: jax.Array  # [B] int32 random opening moves of each current game
 
 
 def init(batch_size: int) -> SelfPlayState:
-    """B fresh games with empty tails."""
+    """B fresh games with empty tails (and no random opening moves)."""
     games = env.init_batch(batch_size)
     empty = Record(
         state=jax.tree.map(lambda x: jnp.broadcast_to(x, (TAIL, batch_size)), env.init()),
@@ -50,8 +64,10 @@ def init(batch_size: int) -> SelfPlayState:
         done=jnp.zeros((TAIL, batch_size), bool),
         winner=jnp.full((TAIL, batch_size), -1, jnp.int32),
         valid=jnp.zeros((TAIL, batch_size), bool),
+        random=jnp.zeros((TAIL, batch_size), bool),
+        search_value=jnp.zeros((TAIL, batch_size), jnp.float32),
     )
-    return SelfPlayState(games=games, tail=empty)
+    return SelfPlayState(games=games, tail=empty, opening=jnp.zeros((batch_size,), jnp.int32))
 
 
 def game_results(done: jax.Array, winner: jax.Array) -> jax.Array:
@@ -72,18 +88,44 @@ def game_results(done: jax.Array, winner: jax.Array) -> jax.Array:
     return results
 
 
+def randomised(done: jax.Array, random: jax.Array) -> jax.Array:
+    """[T, B] bool: a random move is played at or after t in the same game.
+
+    Args:
+        done: [T, B] bool, the move at t ended its game.
+        random: [T, B] bool, the move at t was a random opening move.
+    """
+
+    def backward(later, x):
+        done_t, random_t = x
+        here = random_t | (later & ~done_t)
+        return here, here
+
+    start = jnp.zeros(done.shape[1:], bool)
+    _, marked = jax.lax.scan(backward, start, (done, random), reverse=True)
+    return marked
+
+
 def value_targets(results: jax.Array, player: jax.Array) -> jax.Array:
     """[...] float32 +1 / 0 / -1 for the player to move, given the game's winner."""
     return jnp.where(results == -1, 0.0, jnp.where(results == player, 1.0, -1.0))
 
 
-def make_selfplay(search_fn: Callable, *, num_steps: int) -> Callable:
+def make_selfplay(
+    search_fn: Callable,
+    *,
+    num_steps: int,
+    random_opening_moves: int = 0,
+    value_target_q: float = 0.0,
+) -> Callable:
     """Returns ``selfplay(variables, key, sp_state) -> (sp_state, positions, valid, metrics)``.
 
     Args:
         search_fn: ``search_fn(variables, key, state[B]) -> SearchOutput`` with
-            ``action [B]`` and ``policy [B, A]``.
+            ``action [B]``, ``policy [B, A]`` and ``policy_value [B]``.
         num_steps: T, moves each game advances per call.
+        random_opening_moves: K, each game opens with k ~ U{0..K} random moves.
+        value_target_q: w in [0, 1], weight of the search value in the target.
 
     The returned function is pure and jittable. ``positions`` holds the
     ``(L + T) * B`` candidate rows of the window (tail + chunk) and ``valid``
@@ -94,27 +136,39 @@ def make_selfplay(search_fn: Callable, *, num_steps: int) -> Callable:
         batch = sp_state.games.num_moves.shape[0]
         fresh = env.init_batch(batch)
 
-        def move(games, step_key):
-            out = search_fn(variables, step_key, games)
-            after = env.step(games, out.action)
+        def move(carry, step_key):
+            games, opening = carry
+            search_key, random_key, opening_key = jax.random.split(step_key, 3)
+            out = search_fn(variables, search_key, games)
+            random = games.num_moves < opening
+            random_action = _uniform_legal(random_key, env.legal_action_mask(games))
+            action = jnp.where(random, random_action, out.action)
+            after = env.step(games, action)
             record = Record(
                 state=games,
                 policy=out.policy,
                 done=after.terminated,
                 winner=after.winner,
                 valid=jnp.ones((batch,), bool),
+                random=random,
+                search_value=out.policy_value,
             )
             games = jax.tree.map(
                 lambda new, old: jnp.where(after.terminated, new, old), fresh, after
             )
-            return games, (record, after.num_moves)
+            new_opening = jax.random.randint(opening_key, (batch,), 0, random_opening_moves + 1)
+            opening = jnp.where(after.terminated, new_opening, opening)
+            return (games, opening), (record, after.num_moves)
 
         keys = jax.random.split(key, num_steps)
-        games, (chunk, lengths) = jax.lax.scan(move, sp_state.games, keys)
+        (games, opening), (chunk, lengths) = jax.lax.scan(
+            move, (sp_state.games, sp_state.opening), keys
+        )
         window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), sp_state.tail, chunk)
         results = game_results(window.done, window.winner)  # [L + T, B]
         known = results != _UNKNOWN
-        ready = window.valid & known
+        trained = ~randomised(window.done, window.random)
+        ready = window.valid & known & trained
 
         # The running games' positions are the last num_moves rows of the window.
         slot = jnp.arange(TAIL)[:, None]
@@ -123,12 +177,14 @@ def make_selfplay(search_fn: Callable, *, num_steps: int) -> Callable:
         window_len = window.valid.shape[0]
         carried = jnp.zeros_like(window.valid).at[window_len - TAIL :].set(new_tail.valid)
         discarded = window.valid & ~known & ~carried
+        z = value_targets(results, window.state.current_player)
+        value = (1.0 - value_target_q) * z + value_target_q * window.search_value
 
         flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
         positions = replay.Positions(
             state=jax.tree.map(flat, window.state),
             policy=flat(window.policy),
-            value=flat(value_targets(results, window.state.current_player)),
+            value=flat(value),
         )
         finished = chunk.done.sum()
         denominator = jnp.maximum(finished, 1)
@@ -140,7 +196,16 @@ def make_selfplay(search_fn: Callable, *, num_steps: int) -> Callable:
             "draw_rate": jnp.sum(chunk.done & (chunk.winner == -1)) / denominator,
             "positions_added": ready.sum(),
             "discarded_fraction": discarded.sum() / searched,
+            "random_move_fraction": chunk.random.sum() / searched,
         }
-        return SelfPlayState(games=games, tail=new_tail), positions, flat(ready), metrics
+        new_state = SelfPlayState(games=games, tail=new_tail, opening=opening)
+        return new_state, positions, flat(ready), metrics
 
     return selfplay
+
+
+def _uniform_legal(key: jax.Array, legal: jax.Array) -> jax.Array:
+    """[B] int32 uniformly random legal move of [B, A] ``legal`` (0 where none)."""
+    logits = jnp.where(legal, 0.0, -jnp.inf)
+    sampled = jax.random.categorical(key, logits, axis=-1)
+    return jnp.where(jnp.any(legal, axis=-1), sampled, 0).astype(jnp.int32)

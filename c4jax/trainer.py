@@ -82,7 +82,10 @@ class Trainer:
         self.optimizer = learner.make_optimizer(config.train, total_sgd_steps)
         self._sgd_step = learner.make_sgd_step(self.network, self.optimizer, config.train)
         self._selfplay = selfplay.make_selfplay(
-            self.search_fn, num_steps=config.train.selfplay_steps
+            self.search_fn,
+            num_steps=config.train.selfplay_steps,
+            random_opening_moves=config.train.random_opening_moves,
+            value_target_q=config.train.value_target_q,
         )
         # XLA:CPU runs convolution gradients ~10x slower inside a while loop
         # than in straight-line code (measured: 16 SGD steps of a 3x32 net on

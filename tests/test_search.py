@@ -334,3 +334,29 @@ def test_rejects_bad_config():
         search.make_search(apply_fn, dataclasses.replace(SearchConfig(), algorithm="ucb"))
     with pytest.raises(ValueError, match="search.num_simulations"):
         search.make_search(apply_fn, dataclasses.replace(SearchConfig(), num_simulations=-1))
+
+
+@pytest.mark.parametrize("evaluation_move", ["policy", "q"])
+def test_evaluation_move_choices_take_wins_and_block_losses(evaluation_move):
+    config = SearchConfig(num_simulations=NUM_SIMULATIONS, evaluation_move=evaluation_move)
+    _, variables = _network()
+    out = _search_fn(config)(variables, jax.random.key(1), _states(), evaluation=True)
+    out = jax.tree.map(np.asarray, out)
+    for name in ["take_win", "win_full_columns", "block_vertical", "block_horizontal"]:
+        assert out.action[NAMES.index(name)] in TACTICS[name][2], name
+    live = ~np.asarray(_states().terminated)
+    legal = np.asarray(env.legal_action_mask(_states()))
+    assert legal[live, out.action[live]].all()
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_policy_value_is_the_value_of_the_improved_policy(algorithm):
+    out = _result(algorithm, True)
+    for name in ["take_win", "win_full_columns"]:  # a sure win in one
+        assert out.policy_value[NAMES.index(name)] > out.root_value[NAMES.index(name)]
+        assert out.policy_value[NAMES.index(name)] > 0.5
+    for name in ["lost_o", "lost_x"]:
+        assert out.policy_value[NAMES.index(name)] < 0
+    assert np.all(np.abs(out.policy_value) <= 1.0 + 1e-5)
+    finished = FINISHED_INDEX
+    assert out.policy_value[finished] == out.root_value[finished] == -1.0

@@ -18,11 +18,14 @@ from c4jax import env, search, selfplay
 def _scripted(variables, key, state):
     action = jnp.where(state.current_player == 0, 0, 1).astype(jnp.int32)
     policy = jax.nn.one_hot(action, 7)
-    return search.SearchOutput(action=action, policy=policy, root_value=jnp.zeros(action.shape))
+    value = jnp.where(state.current_player == 0, 0.5, -0.5)  # a made-up search value
+    return search.SearchOutput(
+        action=action, policy=policy, root_value=value, policy_value=value
+    )
 
 
-def _run(num_steps, chunks, batch=3):
-    play = jax.jit(selfplay.make_selfplay(_scripted, num_steps=num_steps))
+def _run(num_steps, chunks, batch=3, **options):
+    play = jax.jit(selfplay.make_selfplay(_scripted, num_steps=num_steps, **options))
     sp = selfplay.init(batch)
     out = []
     for i in range(chunks):
@@ -83,3 +86,36 @@ def test_real_search_selfplay_runs_and_targets_are_valid():
     legal = np.asarray(env.legal_action_mask(positions.state))[valid]
     assert (policy[~legal] == 0).all()
     assert set(np.unique(np.asarray(positions.value)[valid])) <= {-1.0, 0.0, 1.0}
+
+
+def test_value_target_mixes_the_result_with_the_search_value():
+    _, [(positions, valid, _)] = _run(num_steps=7, chunks=1, value_target_q=0.25)
+    player = np.asarray(positions.state.current_player)[valid]
+    value = np.asarray(positions.value)[valid]
+    # result +1 / -1 and search value +0.5 / -0.5 for the first / second player
+    np.testing.assert_allclose(value, np.where(player == 0, 0.875, -0.875))
+
+
+def test_randomised_marks_positions_up_to_the_last_random_move_of_their_game():
+    #            game 1 (ends at t=3)    game 2 (ends at t=6)  game 3 (running)
+    done = jnp.array([0, 0, 0, 1, 0, 0, 1, 0, 0], bool)[:, None]
+    random = jnp.array([1, 1, 0, 0, 0, 1, 0, 1, 0], bool)[:, None]
+    np.testing.assert_array_equal(
+        selfplay.randomised(done, random)[:, 0], [1, 1, 0, 0, 1, 1, 0, 1, 0]
+    )
+
+
+def test_random_openings_are_played_and_never_trained_on():
+    _, out = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3)
+    random = np.mean([m["random_move_fraction"] for _, _, m in out[1:]])
+    assert 0.05 < random < 0.4  # k ~ U{0..3} random moves in games of ~7-12 moves
+    for positions, valid, metrics in out:
+        assert metrics["discarded_fraction"] == 0
+        # After the random moves the scripted players (x: column 1, o: column 2)
+        # finish the game, so every trained position's game still ends in a win.
+        assert set(np.unique(np.asarray(positions.value)[valid])) <= {-1.0, 1.0}
+    # Fewer positions are trained on than searched: the random prefixes are left out.
+    trained = sum(v.sum() for _, v, _ in out)
+    finished = sum(m["games_finished"] for _, _, m in out)
+    assert 0 < trained < 8 * 6 * 16
+    assert finished > 0
