@@ -341,6 +341,7 @@ def plot(result: EloResult, path: str | Path, *, title: str = "Elo ratings") -> 
     Returns:
         The path written.
     """
+    # matplotlib is heavy and only needed for a chart: imported when one is drawn.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -101,7 +101,8 @@ def test_run_agents_are_cached_and_play_like_the_player(tiny_run):
     name, agent = registry.make_agent(f"{tiny_run}@0")
     step = int(name.rsplit(":", 1)[1].split("@")[0])
     assert name == f"{tiny_run}:{step}@0"
-    assert registry.make_agent(f"{tiny_run}:{step}@0").agent is agent  # one object: reused jit
+    assert registry.make_agent(f"{tiny_run}@0").agent is agent  # one object: reused jit
+    assert registry.make_agent(f"{tiny_run}:{step}@0").name == name
     assert isinstance(agent, functools.partial)  # its variables are jit arguments
     player = Player.from_checkpoint(tiny_run, num_simulations=0)
     assert player.step == step
