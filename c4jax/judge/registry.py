@@ -201,8 +201,8 @@ AGENT_FORMS = _forms()  # every form, for error messages and --help
 
 
 def describe() -> str:
-    """One line per spec form: the form and its description (for --help texts)."""
-    return "\n".join(f"  {entry.form}: {entry.description}" for entry in ENTRIES)
+    """Each spec form on a line, its description indented below it (for --help texts)."""
+    return "\n".join(f"  {entry.form}\n      {entry.description}" for entry in ENTRIES)
 
 
 # --- The public entrance. ---

@@ -53,7 +53,7 @@ def test_parse_spec_run_forms(tmp_path):
         ("no/such/run@64", "no run directory 'no/such/run'"),
     ],
 )
-def test_parse_agent_rejects_bad_specs(spec, problem):
+def test_make_agent_rejects_bad_specs(spec, problem):
     with pytest.raises(ValueError) as err:
         registry.make_agent(spec)
     message = str(err.value)
@@ -61,7 +61,7 @@ def test_parse_agent_rejects_bad_specs(spec, problem):
     assert "Allowed:" in message and "mcts-N" in message
 
 
-def test_parse_agent_rejects_bad_run_suffixes(tmp_path):
+def test_make_agent_rejects_bad_run_suffixes(tmp_path):
     with pytest.raises(ValueError, match="simulations 'x' is not a whole number"):
         registry.make_agent(f"{tmp_path}@x")
     with pytest.raises(ValueError, match="not a run directory"):
@@ -88,7 +88,7 @@ def test_every_entry_is_listed_in_the_forms_and_the_help():
     help_text = registry.describe()
     for entry in registry.ENTRIES:
         assert entry.form in registry.AGENT_FORMS
-        assert f"{entry.form}: {entry.description}" in help_text
+        assert f"{entry.form}\n      {entry.description}" in help_text
 
 
 def test_make_agents_rejects_a_repeated_agent():
