@@ -4,12 +4,14 @@ Two pipelines share the network (``c4jax.network``), the mctx search settings
 and the learner's SGD step; they differ in the environment and in what they
 store:
 
-* **c4jax**: the pieces of ``trainer.Trainer(config)``: the self-play chunk of
-  ``selfplay.make_selfplay(run.search_fn, num_steps=T)`` plus ``replay.add``
-  (bitboard states in the buffer, 42-slot tails carried between chunks), and
-  the SGD steps as ``Trainer`` runs them (``replay.sample`` rebuilds the
-  observation planes, then the learner step, in a ``lax.scan`` unrolled on
-  CPU). With ``--iteration`` the fused ``run.iteration`` is timed as well.
+* **c4jax**: the two public pieces that ``trainer.Trainer.iteration`` composes,
+  each jitted alone: ``run.selfplay_chunk`` (self-play of B games for T moves
+  plus ``replay.add``: bitboard states in the buffer, 42-slot tails carried
+  between chunks) and ``run.learn`` (K SGD steps: ``replay.sample`` rebuilds
+  the observation planes, then the learner step; straight-line code on CPU, a
+  ``lax.scan`` elsewhere). With ``--iteration`` the fused ``run.iteration`` is
+  timed as well. With ``--stub-network`` the chunk is rebuilt the same way
+  (``selfplay.make_selfplay`` + ``replay.add``) around a search of the stub.
 * **reference**: in the style of pgx's AlphaZero example (``examples/alphazero``):
   ``pgx.make("connect_four")`` vmapped, the pgx state as the mctx embedding,
   ``recurrent_fn`` stepping pgx and reading ``state.observation`` and
@@ -22,7 +24,8 @@ store:
   over the chunk, as in the example (positions of games still running at the
   end of a chunk get no target). The observations go into a ring buffer
   (``replay.add``), and SGD samples observation minibatches from it with the
-  same learner step and the same unrolled scan.
+  same learner step (``learner.make_sgd_step`` of the run's network and
+  optimizer) in the same loop as ``run.learn``.
 
 Timings exclude compilation, end with ``jax.block_until_ready`` and alternate
 between the pipelines (the order reversed every other repeat), so that load
@@ -136,7 +139,7 @@ def _copy(tree: Any) -> Any:
 
 
 def c4jax_pipeline(run, state, apply_fn: Callable) -> Pipeline:
-    """c4jax's self-play chunk + replay add, and its SGD steps, as ``Trainer`` runs them.
+    """c4jax's pieces as ``Trainer.iteration`` composes them: ``selfplay_chunk``, ``learn``.
 
     Args:
         run: a ``trainer.Trainer``.
@@ -145,28 +148,25 @@ def c4jax_pipeline(run, state, apply_fn: Callable) -> Pipeline:
     """
     from c4jax import replay, search, selfplay
 
-    t = run.config.train
-    search_fn = (
-        run.search_fn
-        if apply_fn is run.apply_fn
-        else search.make_search(apply_fn, run.config.search)
-    )
-    selfplay_fn = selfplay.make_selfplay(search_fn, num_steps=t.selfplay_steps)
+    if apply_fn is run.apply_fn:
+        selfplay_chunk = run.selfplay_chunk
+    else:  # --stub-network: the same composition around a search of the stub
+        stub_selfplay = selfplay.make_selfplay(
+            search.make_search(apply_fn, run.config.search),
+            num_steps=run.config.train.selfplay_steps,
+        )
+
+        def selfplay_chunk(variables, key, games, buffer):
+            games, positions, ready, metrics = stub_selfplay(variables, key, games)
+            return games, replay.add(buffer, positions, ready), metrics
 
     def play(variables, key, carry):
-        games, buffer = carry
-        games, positions, ready, metrics = selfplay_fn(variables, key, games)
-        return (games, replay.add(buffer, positions, ready)), metrics["positions_added"]
+        games, buffer, metrics = selfplay_chunk(variables, key, *carry)
+        return (games, buffer), metrics["positions_added"]
 
     def learn(learner_state, buffer, key):
-        # Trainer._iteration's SGD loop (its sharding constraint is a no-op on one device).
-        def sgd(ls, sgd_key):
-            batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment)
-            return run._sgd_step(ls, batch)
-
-        keys = jax.random.split(key, t.sgd_steps)
-        learner_state, metrics = jax.lax.scan(sgd, learner_state, keys, unroll=run._unroll)
-        return learner_state, jnp.mean(metrics["loss"])
+        learner_state, metrics = run.learn(learner_state, buffer, key)
+        return learner_state, metrics["loss"]
 
     return Pipeline(
         name="c4jax",
@@ -210,7 +210,7 @@ def reference_pipeline(run, games_key: jax.Array, learner_state, apply_fn: Calla
     import mctx
     import pgx
 
-    from c4jax import replay, search
+    from c4jax import learner, replay, search
 
     config = run.config
     s, t = config.search, config.train
@@ -317,12 +317,21 @@ def reference_pipeline(run, games_key: jax.Array, learner_state, apply_fn: Calla
             target = jnp.where(flip[:, None], jnp.flip(target, axis=-1), target)
         return replay.Minibatch(obs=obs, policy=target, value=picked.value)
 
+    sgd_step = learner.make_sgd_step(run.network, run.optimizer, t)
+    unroll = jax.devices()[0].platform == "cpu"  # as Trainer.learn loops
+
     def learn(learner_state, buffer, key):
         def sgd(ls, sgd_key):
-            return run._sgd_step(ls, sample(buffer, sgd_key))
+            return sgd_step(ls, sample(buffer, sgd_key))
 
         keys = jax.random.split(key, t.sgd_steps)
-        learner_state, metrics = jax.lax.scan(sgd, learner_state, keys, unroll=run._unroll)
+        if unroll:
+            losses = []
+            for sgd_key in keys:
+                learner_state, metrics = sgd(learner_state, sgd_key)
+                losses.append(metrics["loss"])
+            return learner_state, jnp.mean(jnp.stack(losses))
+        learner_state, metrics = jax.lax.scan(sgd, learner_state, keys)
         return learner_state, jnp.mean(metrics["loss"])
 
     games = jax.vmap(game.init)(jax.random.split(games_key, batch))

@@ -85,6 +85,22 @@ def init_batch(batch_size: int) -> State:
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (batch_size,)), init())
 
 
+def result_value(winner: jax.Array, player: jax.Array) -> jax.Array:
+    """The game's result for ``player``: the one winner -> value mapping of c4jax.
+
+    Args:
+        winner: [S] int32 ``State.winner`` (0 or 1; -1 none or a draw).
+        player: [S] int32 player, 0 (moved first) or 1 (broadcasts against ``winner``).
+
+    Returns:
+        [S] float32: +1 if ``player`` won, 0 for no winner (a draw, or a game not
+        over), -1 otherwise (the other player won).
+    """
+    return jnp.where(winner == player, 1.0, jnp.where(winner == -1, 0.0, -1.0)).astype(
+        jnp.float32
+    )
+
+
 def has_four(lo, hi):
     """[S] bool: whether the bitboard (lo, hi) contains four in a row.
 

@@ -15,7 +15,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from c4jax import env
+from c4jax import checkpoints, env
+from c4jax.player import Player
 
 COLUMN_LINE = "1234567"
 QUIT_WORDS = ("q", "quit", "exit")
@@ -151,13 +152,6 @@ def play_loop(player, input_fn: InputFn, print_fn: PrintFn, human_first: bool) -
     return "agent"
 
 
-def quiet_orbax_logs() -> None:
-    """Hides Orbax's absl warnings about read-only checkpoint managers (CLI only)."""
-    import absl.logging
-
-    absl.logging.set_verbosity(absl.logging.ERROR)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: loads the run's best checkpoint and plays one game."""
     parser = argparse.ArgumentParser(
@@ -182,12 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="who moves first (asked if not given)",
     )
     args = parser.parse_args(argv)
-    quiet_orbax_logs()
+    checkpoints.quiet_orbax_logs()
     if args.sims is not None and args.sims < 0:
         print(f"error: --sims: got {args.sims}, allowed: >= 0", file=sys.stderr)
         return 2
-
-    from c4jax.player import Player
 
     try:
         player = Player.from_checkpoint(args.run_dir, num_simulations=args.sims, step=args.step)

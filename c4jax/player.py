@@ -5,7 +5,8 @@
     player.analyse("4453")          # -> Analysis(policy [7], value)
 
 Positions are Pons-style move strings (digits 1-7, first player first); a bad
-string raises ``ValueError`` saying what is wrong.
+string raises ``ValueError`` saying what is wrong. Loading reads only the
+network variables of the checkpoint (``checkpoints.restore_variables``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from c4jax import checkpoints, env, network, network_agents, search, trainer
+from c4jax import checkpoints, env, network, search
 from c4jax.config import Config
+from c4jax.judge import agents
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Player:
             search.make_search(apply_fn, search_config), static_argnames="evaluation"
         )
         self.act = functools.partial(
-            network_agents.make_alphazero_act(
+            agents.make_alphazero_act(
                 apply_fn, config.search, num_simulations=num_simulations
             ),
             variables,
@@ -91,14 +93,11 @@ class Player:
         Raises:
             ValueError: no run or no such checkpoint there.
         """
-        config, state = load_checkpoint(run_dir, step=step)
+        restored = checkpoints.restore_variables(run_dir, step)
+        config = restored.config
         sims = config.eval.num_simulations if num_simulations is None else num_simulations
         return cls(
-            config,
-            trainer.Trainer.variables(state),
-            num_simulations=sims,
-            seed=seed,
-            step=int(state.step),
+            config, restored.variables, num_simulations=sims, seed=seed, step=restored.step
         )
 
     def _next_key(self) -> jax.Array:
@@ -126,24 +125,3 @@ class Player:
             action=int(out.action[0]),
         )
 
-
-def load_checkpoint(run_dir: str | Path, *, step: int | None = None):
-    """``(config, TrainState)`` of checkpoint ``step`` (default the best) of a run."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "checkpoints").is_dir():
-        raise ValueError(f"{run_dir}: not a run directory (no checkpoints/ inside)")
-    manager = checkpoints.open_for_reading(run_dir)
-    try:
-        steps = manager.all_steps()
-        if not steps:
-            raise ValueError(f"{run_dir}: no checkpoint saved yet")
-        if step is None:
-            step = checkpoints.best_step(manager)
-        elif step not in steps:
-            raise ValueError(f"{run_dir}: no checkpoint at step {step}; saved: {sorted(steps)}")
-        config = checkpoints.restore_config(manager, step)
-        run = trainer.Trainer(config)
-        state = checkpoints.restore_state(manager, step, run.abstract_state())
-    finally:
-        manager.close()
-    return config, state

@@ -36,8 +36,7 @@ from flax import struct
 
 from c4jax import env
 from c4jax.config import SearchConfig
-
-ApplyFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
+from c4jax.network import ApplyFn
 
 
 @struct.dataclass
@@ -105,12 +104,7 @@ def terminal_value(state: env.State) -> jax.Array:
     -1 after the other player's win (or a forfeit by ``current_player``, which
     does not advance the turn), 0 after a draw.
     """
-    return jnp.where(state.terminated, _result(state.winner, state.current_player), 0.0)
-
-
-def _result(winner: jax.Array, player: jax.Array) -> jax.Array:
-    """[B] float32: +1 if ``player`` won, -1 if the other player won, 0 for none."""
-    return jnp.where(winner == player, 1.0, jnp.where(winner == -1, 0.0, -1.0)).astype(jnp.float32)
+    return jnp.where(state.terminated, env.result_value(state.winner, state.current_player), 0.0)
 
 
 def make_recurrent_fn(apply_fn: ApplyFn) -> mctx.RecurrentFn:
@@ -133,7 +127,8 @@ def make_recurrent_fn(apply_fn: ApplyFn) -> mctx.RecurrentFn:
         logits, value = apply_fn(variables, env.observe(next_state))
         ended_now = ~state.terminated & next_state.terminated
         # The result for the player who just moved: +1 win, 0 draw, -1 forfeit.
-        reward = jnp.where(ended_now, _result(next_state.winner, state.current_player), 0.0)
+        result = env.result_value(next_state.winner, state.current_player)
+        reward = jnp.where(ended_now, result, 0.0)
         output = mctx.RecurrentFnOutput(
             reward=reward.astype(jnp.float32),
             discount=jnp.where(next_state.terminated, 0.0, -1.0).astype(jnp.float32),

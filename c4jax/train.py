@@ -26,9 +26,10 @@ from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, evaluation, network_agents, trainer
+from c4jax import checkpoints, trainer
 from c4jax import config as config_lib
 from c4jax.config import Config
+from c4jax.judge import agents, periodic
 
 RUNS_DIR = Path("runs")
 # Fields a checkpoint's arrays depend on: they cannot change when resuming.
@@ -172,7 +173,7 @@ def train_and_evaluate(
     else:
         state = run.init(trainer.run_keys(config.seed)[0])
     step = int(state.step)
-    act = network_agents.make_alphazero_act(
+    act = agents.make_alphazero_act(
         run.apply_fn, config.search, num_simulations=config.eval.num_simulations
     )
     eval_key = trainer.run_keys(config.seed)[2]
@@ -198,9 +199,9 @@ def train_and_evaluate(
                 if config.eval.every and (step % config.eval.every == 0 or last_step):
                     variables = run.variables(state)
                     match_key, gate_key = jax.random.split(jax.random.fold_in(eval_key, step))
-                    last_eval = evaluation.evaluate(act, variables, match_key, config.eval)
+                    last_eval = periodic.evaluate(act, variables, match_key, config.eval)
                     if config.eval.gating:
-                        gate = evaluation.gating_match(
+                        gate = periodic.gating_match(
                             act, variables, state.best, gate_key,
                             num_games=config.eval.gating_games,
                         )

@@ -68,7 +68,8 @@ class Trainer:
         search_fn: self-play search, ``search_fn(variables, key, state[B])``.
         init: jitted ``init(key) -> TrainState``, sharded.
         iteration: jitted ``iteration(TrainState, key) -> (TrainState, metrics)``;
-            it donates its input state.
+            it donates its input state. It composes the public pure pieces
+            ``selfplay_chunk`` and ``learn`` (which benchmarks time one by one).
         shardings: the ``TrainState`` pytree of ``NamedSharding``.
     """
 
@@ -142,14 +143,32 @@ class Trainer:
             selfplay=selfplay.init(t.selfplay_batch),
         )
 
-    def _iteration(self, state: TrainState, key: jax.Array):
+    def selfplay_chunk(
+        self,
+        variables: dict,
+        key: jax.Array,
+        games: selfplay.SelfPlayState,
+        buffer: replay.ReplayBuffer,
+    ) -> tuple[selfplay.SelfPlayState, replay.ReplayBuffer, dict]:
+        """Self-plays B games for T moves and adds the finished positions to ``buffer``.
+
+        The first part of ``iteration``; pure and traceable (benchmarks jit it alone).
+
+        Returns:
+            ``(games, buffer, metrics)``: the games to continue, the buffer with
+            the new positions, self-play metrics ([] arrays).
+        """
+        games, positions, ready, metrics = self._selfplay(variables, key, games)
+        return games, replay.add(buffer, positions, ready), metrics
+
+    def learn(
+        self, learner_state: learner.LearnerState, buffer: replay.ReplayBuffer, key: jax.Array
+    ) -> tuple[learner.LearnerState, dict]:
+        """K SGD steps on minibatches sampled from ``buffer``: the second part of ``iteration``.
+
+        Pure and traceable. Metrics are the means over the K steps ([] arrays).
+        """
         t = self.config.train
-        play_key, learn_key = jax.random.split(key)
-        players = state.best if self.config.eval.gating else self.variables(state)
-        sp_state, positions, ready, sp_metrics = self._selfplay(
-            players, play_key, state.selfplay
-        )
-        buffer = replay.add(state.replay, positions, ready)
         batch_sharding = NamedSharding(self.mesh, P(DATA_AXIS))
 
         def sgd(learner_state, sgd_key):
@@ -157,16 +176,24 @@ class Trainer:
             batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
             return self._sgd_step(learner_state, batch)
 
-        keys = jax.random.split(learn_key, t.sgd_steps)
+        keys = jax.random.split(key, t.sgd_steps)
         if self._unroll:  # straight-line code (a length-1 scan would still loop)
-            learned, per_step = state.learner, []
+            learned, per_step = learner_state, []
             for sgd_key in keys:
                 learned, step_metrics = sgd(learned, sgd_key)
                 per_step.append(step_metrics)
-            learn_metrics = jax.tree.map(lambda *m: jnp.mean(jnp.stack(m)), *per_step)
-        else:
-            learned, learn_metrics = jax.lax.scan(sgd, state.learner, keys)
-            learn_metrics = jax.tree.map(jnp.mean, learn_metrics)
+            return learned, jax.tree.map(lambda *m: jnp.mean(jnp.stack(m)), *per_step)
+        learned, metrics = jax.lax.scan(sgd, learner_state, keys)
+        return learned, jax.tree.map(jnp.mean, metrics)
+
+    def _iteration(self, state: TrainState, key: jax.Array):
+        t = self.config.train
+        play_key, learn_key = jax.random.split(key)
+        players = state.best if self.config.eval.gating else self.variables(state)
+        sp_state, buffer, sp_metrics = self.selfplay_chunk(
+            players, play_key, state.selfplay, state.replay
+        )
+        learned, learn_metrics = self.learn(state.learner, buffer, learn_key)
         # A select, not lax.cond: XLA:CPU is slow on gradients inside a cond
         # branch too. Only the first iterations, before any game ends, discard.
         ready_to_learn = buffer.size >= max(t.min_replay_size, 1)

@@ -715,3 +715,13 @@ def test_mirror_observation_is_an_involution():
     obs = env.observe(env.from_moves("1122334"))
     np.testing.assert_array_equal(env.mirror_observation(env.mirror_observation(obs)), obs)
     assert not np.array_equal(env.mirror_observation(obs), obs)
+
+
+def test_result_value_maps_the_winner_to_a_value_for_each_player():
+    winner = jnp.array([0, 0, 1, 1, -1, -1], jnp.int32)
+    player = jnp.array([0, 1, 0, 1, 0, 1], jnp.int32)
+    values = env.result_value(winner, player)
+    assert values.dtype == jnp.float32
+    np.testing.assert_array_equal(values, [1.0, -1.0, -1.0, 1.0, 0.0, 0.0])
+    # Broadcasting: one player against a batch of winners.
+    np.testing.assert_array_equal(env.result_value(winner[:3], 1), [-1.0, -1.0, 1.0])

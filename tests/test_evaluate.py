@@ -12,64 +12,6 @@ from c4jax import evaluate
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# --- Agent specs (no checkpoint needed). ---
-
-
-@pytest.mark.parametrize(
-    "spec, kind, value",
-    [
-        ("random", "random", None),
-        ("lookahead", "lookahead", None),
-        ("mcts", "mcts", 1000),
-        ("mcts-50", "mcts", 50),
-        ("minimax", "minimax", 5),
-        ("minimax-3", "minimax", 3),
-    ],
-)
-def test_parse_spec_reference_agents(spec, kind, value):
-    parsed = evaluate.parse_spec(spec)
-    assert (parsed.kind, parsed.value) == (kind, value)
-
-
-def test_parse_spec_run_forms(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    assert evaluate.parse_spec(str(run)) == evaluate.AgentSpec(kind="run", run_dir=run)
-    parsed = evaluate.parse_spec(f"{run}@64")
-    assert (parsed.run_dir, parsed.step, parsed.sims) == (run, None, 64)
-    parsed = evaluate.parse_spec(f"{run}:40@0")
-    assert (parsed.run_dir, parsed.step, parsed.sims) == (run, 40, 0)
-    parsed = evaluate.parse_spec(f"{run}:7")
-    assert (parsed.run_dir, parsed.step, parsed.sims) == (run, 7, None)
-
-
-@pytest.mark.parametrize(
-    "spec, problem",
-    [
-        ("mcst", "no run directory 'mcst'"),
-        ("mcts-0", "out of range"),
-        ("mcts-many", "not a whole number"),
-        ("minimax-0", "out of range"),
-        ("minimax-99", "out of range"),
-        ("", "empty"),
-        ("no/such/run@64", "no run directory 'no/such/run'"),
-    ],
-)
-def test_parse_agent_rejects_bad_specs(spec, problem):
-    with pytest.raises(ValueError) as err:
-        evaluate.parse_agent(spec)
-    message = str(err.value)
-    assert problem in message
-    assert "Allowed:" in message and "mcts-N" in message
-
-
-def test_parse_agent_rejects_bad_run_suffixes(tmp_path):
-    with pytest.raises(ValueError, match="simulations 'x' is not a whole number"):
-        evaluate.parse_agent(f"{tmp_path}@x")
-    with pytest.raises(ValueError, match="not a run directory"):
-        evaluate.parse_agent(f"{tmp_path}@4")  # a folder, but no checkpoints/
-
-
 def test_parse_lists():
     assert evaluate.parse_sims("0, 64,600") == [0, 64, 600]
     for bad in ("", "0,x", "-1", "1,1"):

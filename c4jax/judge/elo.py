@@ -315,12 +315,33 @@ def rate(
     )
 
 
+def crosstable(names: Sequence[str], points: np.ndarray, games: np.ndarray) -> str:
+    """Score % of each row player against each column player (``-`` on the diagonal).
+
+    Args:
+        names: [P] player names.
+        points: [P, P] points of row against column (``EloResult.points``).
+        games: [P, P] games between them (``EloResult.games``).
+    """
+    width = max(len(n) for n in names)
+    tags = [f"#{k + 1}" for k in range(len(names))]
+    lines = ["score % of row vs column:", " " * (width + 5) + "".join(f"{t:>7}" for t in tags)]
+    for k, name in enumerate(names):
+        cells = "".join(
+            f"{100 * points[k, j] / games[k, j]:>7.1f}" if games[k, j] else f"{'-':>7}"
+            for j in range(len(names))
+        )
+        lines.append(f"{tags[k]:>3}  {name:<{width}}" + cells)
+    return "\n".join(lines)
+
+
 def plot(result: EloResult, path: str | Path, *, title: str = "Elo ratings") -> Path:
     """Saves a horizontal bar chart with 95% intervals as a PNG (Agg, no pyplot).
 
     Returns:
         The path written.
     """
+    # matplotlib is heavy and only needed for a chart: imported when one is drawn.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

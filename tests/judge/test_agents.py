@@ -4,7 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from c4jax import agents, arena, env
+from c4jax import env
+from c4jax.judge import agents, arena
 
 KEY = jax.random.PRNGKey(0)
 LOOKAHEAD = jax.jit(agents.lookahead_agent)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from c4jax import config as config_lib
-from c4jax import evaluation, network_agents, trainer
+from c4jax import trainer
+from c4jax.judge import agents, periodic
 
 
 @pytest.fixture(scope="module")
@@ -15,14 +16,14 @@ def tiny():
     cfg = config_lib.load("tiny")
     run = trainer.Trainer(cfg)
     state = run.init(trainer.run_keys(0)[0])
-    act = network_agents.make_alphazero_act(run.apply_fn, cfg.search, num_simulations=4)
+    act = agents.make_alphazero_act(run.apply_fn, cfg.search, num_simulations=4)
     return cfg, run, state, act
 
 
 def test_evaluate_reports_matches_solver_sample_and_score(tiny):
     cfg, run, state, act = tiny
     eval_cfg = dataclasses.replace(cfg.eval, games=8, solver_positions=8, solver_sets="L1_R1,L3_R1")
-    out = evaluation.evaluate(act, run.variables(state), jax.random.key(0), eval_cfg)
+    out = periodic.evaluate(act, run.variables(state), jax.random.key(0), eval_cfg)
     for key in ["win_rate/random", "win_rate/lookahead", "mistake/L1_R1", "mistake/L3_R1",
                 "mistake_nontrivial/L1_R1", "mistake_rate"]:
         assert 0.0 <= out[key] <= 1.0, key
@@ -33,14 +34,14 @@ def test_evaluate_reports_matches_solver_sample_and_score(tiny):
 def test_gating_match_of_a_network_against_itself_is_even(tiny):
     _, run, state, act = tiny
     v = run.variables(state)
-    match = evaluation.gating_match(act, v, v, jax.random.key(1), num_games=16)
+    match = periodic.gating_match(act, v, v, jax.random.key(1), num_games=16)
     assert match.score == 0.5  # paired openings, colours swapped, same deterministic agent
 
 
 def test_gating_match_tells_networks_apart(tiny):
     cfg, run, state, act = tiny
     other = run.init(jax.random.key(123))
-    match = evaluation.gating_match(
+    match = periodic.gating_match(
         act, run.variables(state), run.variables(other), jax.random.key(1), num_games=32
     )
     assert len(set(match.outcomes.tolist())) > 1  # the random openings vary the games

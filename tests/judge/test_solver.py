@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from c4jax import agents, env, solver
+from c4jax import env
+from c4jax.judge import agents, protocol, solver
 
 
 def test_judge_moves_hand_made():
@@ -123,13 +124,30 @@ def test_partial_agents_reuse_the_compiled_function():
         logits = jnp.where(env.legal_action_mask(state), bias, -jnp.inf)
         return jax.random.categorical(key, logits).astype(jnp.int32)
 
-    before = len(solver._act_cache)
+    before = len(protocol._cache)
     for bias in (jnp.zeros(7), jnp.arange(7.0)):
         solver.evaluate_agent(functools.partial(biased, bias), jax.random.PRNGKey(0), ["L3_R1"], 50)
-    assert len(solver._act_cache) == before + 1
+    assert len(protocol._cache) == before + 1
 
 
 def test_format_table():
     r = {"L1_R1": {"mistake_rate": 0.25, "nontrivial_mistake_rate": 0.5}}
     table = solver.format_table({"random": r})
     assert "| random | 25.0 / 50.0 |" in table
+
+
+def test_host_agents_are_judged_like_jittable_ones():
+    s = solver.load_set("L2_R1").head(50)
+
+    def first_legal(key, state):
+        return np.argmax(np.asarray(env.legal_action_mask(state)), axis=-1)
+
+    moves = solver.choose_moves(protocol.HostAgent(first_legal), jax.random.PRNGKey(0), s,
+                                batch_size=16)
+    np.testing.assert_array_equal(moves, np.argmax(s.legal, axis=1))
+
+
+def test_format_report():
+    r = solver.evaluate_agent(agents.random_agent, jax.random.PRNGKey(0), ["L3_R1"], 20)
+    text = solver.format_report({"random": r})
+    assert "L3_R1: 20 positions" in text and "exact best move" in text

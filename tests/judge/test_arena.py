@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from c4jax import agents, arena, env
+from c4jax import env
+from c4jax.judge import agents, arena, protocol
 
 
 def test_lookahead_beats_random():
@@ -73,18 +74,10 @@ def test_partial_arrays_are_arguments_not_constants():
 
     a1 = functools.partial(biased, jnp.zeros(7))
     a2 = functools.partial(biased, jnp.arange(7.0))
-    before = len(arena._match_cache)
+    before = len(protocol._cache)
     arena.play_games(a1, agents.random_agent, jax.random.PRNGKey(0), 6)
     arena.play_games(a2, agents.random_agent, jax.random.PRNGKey(0), 6)
-    assert len(arena._match_cache) == before + 1
-
-
-def test_wilson_interval():
-    low, high = arena.wilson_interval(50, 100)
-    assert low == pytest.approx(0.4038, abs=1e-3) and high == pytest.approx(0.5962, abs=1e-3)
-    low, high = arena.wilson_interval(100, 100)
-    assert high == 1.0 and low == pytest.approx(0.963, abs=1e-3)
-    assert arena.wilson_interval(0, 0) == (0.0, 1.0)
+    assert len(protocol._cache) == before + 1
 
 
 def test_bad_arguments():
@@ -94,3 +87,53 @@ def test_bad_arguments():
         arena.play_games(
             agents.random_agent, agents.random_agent, jax.random.PRNGKey(0), 2, opening_moves=42
         )
+
+
+def _host(agent):
+    """A host agent that makes the same choices as a jittable one (on numpy positions)."""
+    jitted = jax.jit(agent)
+
+    def act(key, state):
+        assert isinstance(state.num_moves, np.ndarray)  # host agents get numpy
+        return np.asarray(jitted(key, state))
+
+    return protocol.HostAgent(act)
+
+
+@pytest.mark.parametrize("opening_moves", [0, 3])
+def test_a_host_agent_plays_the_same_games_as_its_jitted_twin(opening_moves):
+    key = jax.random.PRNGKey(5)
+    jitted = arena.play_games(
+        agents.lookahead_agent, agents.random_agent, key, 10, opening_moves=opening_moves
+    )
+    hosted = arena.play_games(
+        _host(agents.lookahead_agent), agents.random_agent, key, 10, opening_moves=opening_moves
+    )
+    np.testing.assert_array_equal(hosted.outcomes, jitted.outcomes)
+    np.testing.assert_array_equal(hosted.num_moves, jitted.num_moves)
+    both = arena.play_games(_host(agents.random_agent), _host(agents.lookahead_agent), key, 4)
+    assert both.num_games == 4
+
+
+def test_play_match_counts_exactly_the_games_asked_for():
+    result = arena.play_match(
+        agents.lookahead_agent, agents.random_agent, jax.random.PRNGKey(2), 13, batch_size=4
+    )
+    assert result.num_games == 13 and result.outcomes.shape == (13,)
+    assert result.a_first[0] and not result.a_first[1]
+    summary = arena.match_summary(result)
+    assert summary["games"] == 13
+    assert summary["as_first"]["games"] + summary["as_second"]["games"] == 13
+    for key in ("win", "draw", "loss"):
+        low, high = summary[f"{key}_ci"]
+        assert 0.0 <= low <= summary[f"{key}_rate"] <= high <= 1.0
+    text = arena.format_match({"a": "A", "b": "B", "openings": 2, **summary})
+    assert "A  vs  B: 13 games" in text and "95% CI" in text
+
+
+def test_round_robin_plays_every_pair_once():
+    pool = [("random", agents.random_agent), ("lookahead", agents.lookahead_agent),
+            ("random2", agents.random_agent)]
+    played = arena.round_robin(pool, jax.random.PRNGKey(0), 4, batch_size=4)
+    assert [(i, j) for i, j, _ in played] == [(0, 1), (0, 2), (1, 2)]
+    assert all(result.num_games == 4 for _, _, result in played)

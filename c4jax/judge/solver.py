@@ -13,30 +13,30 @@ slowest). An illegal move counts as a mistake and never as exact-best.
 over the non-trivial ones, and the exact-best rate, each with a 95% Wilson
 interval and its counts.
 
-Run ``python -m c4jax.solver --help`` for a table of the baseline agents.
+``python -m c4jax.evaluate solver`` prints these for checkpoints and any agents
+of the registry.
 
 Shapes: P positions, A = 7 actions.
 """
 
 from __future__ import annotations
 
-import argparse
-import collections
 import dataclasses
 import functools
 import hashlib
 import json
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import jax
 import numpy as np
 
 from c4jax import env
-from c4jax.arena import join_agent, split_agent, wilson_interval
+from c4jax.judge import protocol
+from c4jax.judge.protocol import Agent
+from c4jax.judge.stats import format_rate, wilson_interval
 
-DATA_DIR = Path(__file__).resolve().parent / "data" / "pons"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "pons"
 SET_NAMES = ("L3_R1", "L2_R1", "L2_R2", "L1_R1", "L1_R2", "L1_R3")
 # Sets pinned by MD5SUMS (L1_R3 is still growing and not pinned yet).
 STANDARD_SETS = ("L3_R1", "L2_R1", "L2_R2", "L1_R1", "L1_R2")
@@ -308,50 +308,31 @@ def expected_random_mistake_rate(pons_set: PonsSet, *, nontrivial_only: bool = F
 
 # --- Evaluating an agent. ---
 
-_CACHE_SIZE = 16
-_act_cache: collections.OrderedDict = collections.OrderedDict()
-
-
-def _jitted_act(static):
-    fn = _act_cache.get(static)
-    if fn is None:
-
-        def act(key, state, arrays):
-            return join_agent(static, arrays)(key, state)
-
-        fn = jax.jit(act)
-        _act_cache[static] = fn
-        while len(_act_cache) > _CACHE_SIZE:
-            _act_cache.popitem(last=False)
-    return fn
-
-
 def choose_moves(
-    agent: Callable, key: jax.Array, pons_set: PonsSet, *, batch_size: int | None = None
+    agent: Agent, key: jax.Array, pons_set: PonsSet, *, batch_size: int | None = None
 ) -> np.ndarray:
     """[P] int32 moves of ``agent`` on every position of the set.
 
     Positions go through in chunks of ``batch_size`` (all at once if None); the
     last chunk is padded so each chunk has the same shape (one compilation).
-    ``functools.partial`` agents get their arrays as jit arguments, as in
-    ``arena.play_games``.
+    The agent is called through ``protocol.batched_act``: jittable agents are
+    compiled once (their bound arrays as arguments), host agents get numpy.
     """
-    static, arrays = split_agent(agent)
-    act = _jitted_act(static)
+    act = protocol.batched_act(agent)
     states = states_from_moves(pons_set.moves)
     num = len(pons_set)
     chunk = num if batch_size is None else max(1, min(batch_size, num))
     out = []
     for c, start in enumerate(range(0, num, chunk)):
         idx = np.arange(start, start + chunk) % num  # wrap-around padding
-        part = jax.device_put(jax.tree.map(lambda x, idx=idx: x[idx], states))
-        moves = act(jax.random.fold_in(key, c), part, arrays)
-        out.append(np.asarray(moves)[: min(chunk, num - start)])
+        part = jax.tree.map(lambda x, idx=idx: x[idx], states)
+        moves = act(jax.random.fold_in(key, c), part)
+        out.append(moves[: min(chunk, num - start)])
     return np.concatenate(out).astype(np.int32)
 
 
 def evaluate_agent(
-    agent: Callable,
+    agent: Agent,
     key: jax.Array,
     set_names: Sequence[str] = STANDARD_SETS,
     max_positions: int | None = None,
@@ -398,47 +379,33 @@ def format_table(results_by_agent: Mapping[str, Mapping[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-# --- Command line: the baseline table. ---
+def format_report(results: dict[str, dict[str, dict]]) -> str:
+    """Per-set tables (agents ordered by mistake rate) with 95% Wilson intervals.
 
-
-def _baseline(name: str) -> Callable:
-    from c4jax import agents
-
-    kind, _, arg = name.partition("-")
-    if kind == "random":
-        return agents.random_agent
-    if kind == "lookahead":
-        return agents.lookahead_agent
-    if kind == "mcts":
-        return agents.make_mcts_agent(int(arg or 1000))
-    if kind == "minimax":
-        return agents.make_minimax_agent(int(arg or 5))
-    raise ValueError(f"unknown agent {name!r}: random, lookahead, mcts-N, minimax-D")
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Pons mistake rates of the baseline agents.")
-    parser.add_argument("--agents", default="random,lookahead,mcts-1000,minimax-5")
-    parser.add_argument("--sets", default=",".join(SET_NAMES))
-    parser.add_argument("--positions", type=int, default=200, help="first N of each set")
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, default=None, help="write all results here")
-    args = parser.parse_args(argv)
-    key = jax.random.PRNGKey(args.seed)
-    sets = [s for s in args.sets.split(",") if s]
-    all_results = {}
-    for name in args.agents.split(","):
-        start = time.time()
-        all_results[name] = evaluate_agent(
-            _baseline(name), key, sets, args.positions, batch_size=args.batch_size
+    Args:
+        results: ``{agent name: {set name: summarize(...) dict}}``.
+    """
+    sets = list(dict.fromkeys(s for r in results.values() for s in r))
+    width = max(6, *(len(a) for a in results))
+    header = (
+        f"  {'agent':<{width}}  {'mistakes, all':>22}  {'mistakes, non-trivial':>22}"
+        f"  {'exact best move':>22}"
+    )
+    blocks = []
+    for s in sets:
+        rows = [(a, r[s]) for a, r in results.items() if s in r]
+        rows.sort(key=lambda item: item[1]["mistake_rate"])
+        first = rows[0][1]
+        title = (
+            f"{s}: {first['positions']} positions, {first['nontrivial']} non-trivial"
+            " (rates in %, 95% Wilson intervals; fewer mistakes first)"
         )
-        print(f"{name}: {time.time() - start:.1f} s", flush=True)
-    print(f"\nMistake rate %, all / non-trivial positions (first {args.positions} per set):\n")
-    print(format_table(all_results))
-    if args.json is not None:
-        args.json.write_text(json.dumps(all_results, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+        lines = [title, header]
+        for a, r in rows:
+            lines.append(
+                f"  {a:<{width}}  {format_rate(r['mistake_rate'], r['mistake_ci']):>22}"
+                f"  {format_rate(r['nontrivial_mistake_rate'], r['nontrivial_mistake_ci']):>22}"
+                f"  {format_rate(r['exact_best_rate'], r['exact_best_ci']):>22}"
+            )
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from c4jax import elo
-from c4jax.arena import MatchResult
+from c4jax.judge import elo
+from c4jax.judge.arena import MatchResult
 
 PLAYERS = ("random", "lookahead", "mcts", "minimax", "weak")
 TRUE = np.array([0.0, 250.0, 600.0, 750.0, -150.0])

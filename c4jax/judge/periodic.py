@@ -15,22 +15,19 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from c4jax import agents, arena, solver
 from c4jax.config import EvalConfig
+from c4jax.judge import arena, registry, solver
 
 GATING_OPENING_MOVES = 2  # random first plies: deterministic agents would replay 2 games
 
-OPPONENTS: dict[str, Callable] = {
-    "random": agents.random_agent,
-    "lookahead": agents.lookahead_agent,
-}
+OPPONENTS = ("random", "lookahead")  # agent specs (``registry``), also the metric names
 
 
 def evaluate(act: Callable, variables: dict, key: jax.Array, config: EvalConfig) -> dict:
     """Evaluates ``act`` bound to ``variables``.
 
     Args:
-        act: ``act(variables, key, state[B]) -> [B]`` (see ``network_agents``).
+        act: ``act(variables, key, state[B]) -> [B]`` (``agents.make_alphazero_act``).
         variables: the network variables to bind.
         key: PRNG key.
         config: games per opponent, solver sample.
@@ -43,7 +40,8 @@ def evaluate(act: Callable, variables: dict, key: jax.Array, config: EvalConfig)
     agent = functools.partial(act, variables)
     match_key, solver_key = jax.random.split(key)
     results, parts = {}, []
-    for i, (name, opponent) in enumerate(OPPONENTS.items()):
+    for i, spec in enumerate(OPPONENTS):
+        name, opponent = registry.make_agent(spec)
         match = arena.play_games(agent, opponent, jax.random.fold_in(match_key, i), config.games)
         results[f"win_rate/{name}"] = match.wins / match.num_games
         results[f"score/{name}"] = match.score

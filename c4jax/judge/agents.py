@@ -1,13 +1,10 @@
-"""Baseline Connect Four players as pure, jittable functions.
+"""The jittable agents: baselines, and the network with or without search.
 
-An *agent* is a function ``act(key, state) -> action``: ``state`` is an
-``env.State`` of batch ``[B]``, ``action`` an ``[B]`` int32 column that is a
-legal move in every live game. Rows of finished games may appear in the batch
-(the arena keeps finished games in lockstep with live ones): an agent returns
-any column 0..6 for them and must not fail. Agents carry their settings or
-network parameters by closure, preferably with ``functools.partial`` so that
-``arena.play_games`` can pass the arrays as jit arguments instead of
-compiling them in as constants.
+Every agent here is a pure function ``act(key, state[B]) -> [B] int32`` (a
+jittable agent in the sense of ``protocol``). Agents carry their settings or
+network variables with ``functools.partial`` so that the arena and the solver
+pass the arrays as jit arguments instead of compiling them in as constants.
+They are named by specs in ``registry``; this module knows nothing of specs.
 
 Provided here:
 
@@ -18,6 +15,8 @@ Provided here:
   whose leaf values are single random rollouts.
 * ``make_minimax_agent(depth)``: full-width negamax to a fixed depth with a
   hand-written window-counting heuristic at the leaves.
+* ``make_alphazero_act(apply_fn, search_config, num_simulations=...)``: the
+  network and its search (no noise, best move), or the network alone.
 
 Deterministic agents break ties between equally good moves uniformly at random
 so that a match does not replay one game over and over.
@@ -27,14 +26,18 @@ Shapes: B batch of games, A = 7 actions.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from c4jax import env
+from c4jax import env, search
+from c4jax.config import SearchConfig
+from c4jax.network import ApplyFn
 
 A = env.NUM_ACTIONS
 
@@ -169,8 +172,7 @@ def rollout_value(key: jax.Array, state: env.State) -> jax.Array:
         return k, env.step(s, random_agent(sub, s))
 
     _, final = jax.lax.while_loop(cond, body, (key, state))
-    mover = state.current_player
-    value = jnp.where(final.winner == mover, 1.0, jnp.where(final.winner == -1, 0.0, -1.0))
+    value = env.result_value(final.winner, state.current_player)
     return jnp.where(state.terminated, 0.0, value).astype(jnp.float32)
 
 
@@ -456,3 +458,30 @@ def make_minimax_agent(depth: int = 5):
     scanning the 69 lines of four; memory ~ batch x 7^(depth-1) x 7 states.
     """
     return functools.partial(minimax_agent, depth=depth)
+
+
+# --- The network, alone or with search. ---
+
+
+def make_alphazero_act(
+    apply_fn: ApplyFn, search_config: SearchConfig, *, num_simulations: int
+) -> Callable[[dict, jax.Array, env.State], jax.Array]:
+    """``act(variables, key, state[B]) -> [B] int32``: the search's best move, no noise.
+
+    With ``num_simulations == 0`` it is the network alone (its highest-prior
+    legal move). Bind the variables with ``functools.partial(act, variables)``
+    to get an agent whose arrays the arena passes as jit arguments, so a new
+    checkpoint of the same network reuses the compiled match.
+
+    Args:
+        apply_fn: ``(variables, obs [B, H, W, 2]) -> (logits [B, A], value [B])``.
+        search_config: the run's search settings.
+        num_simulations: simulations per move (replaces the config's), >= 0.
+    """
+    config = dataclasses.replace(search_config, num_simulations=num_simulations)
+    search_fn = search.make_search(apply_fn, config)
+
+    def act(variables, key, state):
+        return search_fn(variables, key, state, evaluation=True).action
+
+    return act

@@ -1,0 +1,368 @@
+"""Batched matches between two agents, and round robins.
+
+``play_games(agent_a, agent_b, key, num_games)`` plays all games in lockstep.
+Games come in pairs that share the same (optional) random opening: in game
+``2i`` agent_a moves first, in game ``2i + 1`` agent_b does. Because every live
+game is at the same ply, the games split into two fixed halves ("a moves
+first" / "b moves first") and each agent is called once per ply on one
+half-batch, never on games where it is not to move.
+
+With two jittable agents the whole match is one jitted ``lax.while_loop`` (at
+most 42 plies); the arrays that ``functools.partial`` agents bind (network
+variables) are its arguments, so new variables of the same shapes reuse the
+compiled match. Compiled matches live in ``protocol.cached_jit`` per (agents,
+games, opening plies). With a ``protocol.HostAgent`` on either side the same
+match runs ply by ply from Python, the jittable side still compiled.
+
+``play_match`` plays a long match in equal chunks, ``round_robin`` every pair
+of a pool, and ``match_summary`` turns a result into JSON-friendly rates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+from c4jax import env
+from c4jax.judge import protocol
+from c4jax.judge.agents import random_agent
+from c4jax.judge.protocol import Agent, join_agent, split_agent
+from c4jax.judge.stats import format_rate, rate_with_interval, wilson_interval
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchResult:
+    """Outcome of a match, from agent_a's side (host-side numpy).
+
+    ``score_ci`` is the 95% Wilson score interval of ``score``, treating each
+    game as one trial worth its points (1, 1/2, 0). Draws have less variance
+    than a win/loss coin flip, so with many draws the interval is conservative.
+    """
+
+    wins: int
+    draws: int
+    losses: int
+    outcomes: np.ndarray  # [G] int8: +1 a won, 0 draw, -1 a lost
+    a_first: np.ndarray  # [G] bool: agent_a moved first
+    num_moves: np.ndarray  # [G] int32: plies in each game
+
+    @classmethod
+    def from_games(
+        cls, outcomes: np.ndarray, a_first: np.ndarray, num_moves: np.ndarray
+    ) -> MatchResult:
+        """The result of games with these per-game outcomes (+1 / 0 / -1 for a)."""
+        return cls(
+            wins=int(np.sum(outcomes == 1)),
+            draws=int(np.sum(outcomes == 0)),
+            losses=int(np.sum(outcomes == -1)),
+            outcomes=outcomes,
+            a_first=a_first,
+            num_moves=num_moves,
+        )
+
+    @property
+    def num_games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def score(self) -> float:
+        """(wins + draws / 2) / games."""
+        return (self.wins + 0.5 * self.draws) / max(self.num_games, 1)
+
+    @property
+    def score_ci(self) -> tuple[float, float]:
+        """95% Wilson interval of ``score``."""
+        return wilson_interval(self.wins + 0.5 * self.draws, self.num_games)
+
+    def __str__(self) -> str:
+        low, high = self.score_ci
+        return (
+            f"+{self.wins} ={self.draws} -{self.losses} of {self.num_games}: "
+            f"score {self.score:.3f} [{low:.3f}, {high:.3f}]"
+        )
+
+
+# --- The match: compiled whole, or ply by ply with a host agent. ---
+
+
+def _opening(key: jax.Array, *, num_pairs: int, opening_moves: int) -> env.State:
+    """[P] starting positions: ``opening_moves`` uniformly random plies from the empty board."""
+
+    def opening_ply(i, s):
+        return env.step(s, random_agent(jax.random.fold_in(key, i), s))
+
+    return jax.lax.fori_loop(0, opening_moves, opening_ply, env.init_batch(num_pairs))
+
+
+def _build_match(static_a, static_b, num_pairs: int, opening_moves: int):
+    """Jitted ``(key, arrays_a, arrays_b) -> (winner [2, P], num_moves [2, P])``.
+
+    Row 0 holds the games in which agent_a moves first, row 1 those in which
+    agent_b does; column i of both rows shares one opening.
+    """
+
+    def match(key, arrays_a, arrays_b):
+        agent_a = join_agent(static_a, arrays_a)
+        agent_b = join_agent(static_b, arrays_b)
+        k_open, k_play = jax.random.split(key)
+        start = _opening(k_open, num_pairs=num_pairs, opening_moves=opening_moves)
+
+        def ply(k, first_group, second_group, a_to_move_in_first):
+            """One ply: one agent moves in the a-first half, the other in the b-first half."""
+            k1, k2 = jax.random.split(k)
+            mover1, mover2 = (agent_a, agent_b) if a_to_move_in_first else (agent_b, agent_a)
+            first_group = env.step(first_group, mover1(k1, first_group))
+            second_group = env.step(second_group, mover2(k2, second_group))
+            return first_group, second_group
+
+        # In the a-first half agent_a moves at even plies. ``opening_moves`` is
+        # static, so the parity of each of the two plies per iteration is too.
+        a_moves_first_ply = opening_moves % 2 == 0
+
+        def cond(carry):
+            i, _, g1, g2 = carry
+            live = jnp.any(~g1.terminated) | jnp.any(~g2.terminated)
+            return (i < env.NUM_CELLS) & live
+
+        def body(carry):
+            i, k, g1, g2 = carry
+            k, k_even, k_odd = jax.random.split(k, 3)
+            g1, g2 = ply(k_even, g1, g2, a_moves_first_ply)
+            g1, g2 = ply(k_odd, g1, g2, not a_moves_first_ply)
+            return i + 2, k, g1, g2
+
+        _, _, g1, g2 = jax.lax.while_loop(
+            cond, body, (jnp.int32(opening_moves), k_play, start, start)
+        )
+        winner = jnp.stack([g1.winner, g2.winner])
+        num_moves = jnp.stack([g1.num_moves, g2.num_moves])
+        return winner, num_moves
+
+    return jax.jit(match)
+
+
+def _play_on_host(
+    agent_a: Agent, agent_b: Agent, key: jax.Array, num_pairs: int, opening_moves: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The match of ``_build_match`` ply by ply from Python, for host agents.
+
+    It draws the same keys in the same order as the compiled match, so a host
+    agent that makes the same choices as a jittable one plays the same games.
+
+    Returns:
+        (winner [2, P], num_moves [2, P]) numpy.
+    """
+    k_open, k_play = jax.random.split(key)
+    opening = protocol.cached_jit(
+        ("opening", num_pairs, opening_moves),
+        lambda: jax.jit(
+            functools.partial(_opening, num_pairs=num_pairs, opening_moves=opening_moves)
+        ),
+    )
+    step = protocol.cached_jit(("env.step",), lambda: jax.jit(env.step))
+    act_a, act_b = protocol.batched_act(agent_a), protocol.batched_act(agent_b)
+    g1 = g2 = opening(k_open)
+    a_moves_first_ply = opening_moves % 2 == 0
+    i, k = opening_moves, k_play
+    while i < env.NUM_CELLS and not (np.all(g1.terminated) and np.all(g2.terminated)):
+        k, k_even, k_odd = jax.random.split(k, 3)
+        for k_ply, a_in_first in ((k_even, a_moves_first_ply), (k_odd, not a_moves_first_ply)):
+            k1, k2 = jax.random.split(k_ply)
+            mover1, mover2 = (act_a, act_b) if a_in_first else (act_b, act_a)
+            g1 = step(g1, mover1(k1, g1))
+            g2 = step(g2, mover2(k2, g2))
+        i += 2
+    winner = np.stack([np.asarray(g1.winner), np.asarray(g2.winner)])
+    num_moves = np.stack([np.asarray(g1.num_moves), np.asarray(g2.num_moves)])
+    return winner, num_moves
+
+
+def play_games(
+    agent_a: Agent,
+    agent_b: Agent,
+    key: jax.Array,
+    num_games: int,
+    *,
+    opening_moves: int = 0,
+) -> MatchResult:
+    """Plays ``num_games`` games between two agents, colours alternated.
+
+    Game ``2i`` has agent_a moving first and game ``2i + 1`` agent_b, both from
+    the same opening: the first ``opening_moves`` plies are uniformly random
+    (0 = start from the empty board). An odd ``num_games`` drops the last
+    b-first game.
+
+    Args:
+        agent_a: ``act(key, state[B]) -> [B] int32``, jittable or a ``HostAgent``.
+        agent_b: the opponent, same interface.
+        key: PRNG key.
+        num_games: games to play, >= 1.
+        opening_moves: random plies before the agents take over, 0..41.
+
+    Returns:
+        A ``MatchResult`` from agent_a's side.
+    """
+    if num_games < 1:
+        raise ValueError(f"num_games must be >= 1, got {num_games}")
+    if not 0 <= opening_moves < env.NUM_CELLS:
+        raise ValueError(f"opening_moves must be in 0..41, got {opening_moves}")
+    num_pairs = (num_games + 1) // 2
+    if protocol.is_host(agent_a) or protocol.is_host(agent_b):
+        winner, num_moves = _play_on_host(agent_a, agent_b, key, num_pairs, opening_moves)
+    else:
+        static_a, arrays_a = split_agent(agent_a)
+        static_b, arrays_b = split_agent(agent_b)
+        match = protocol.cached_jit(
+            ("match", static_a, static_b, num_pairs, opening_moves),
+            functools.partial(_build_match, static_a, static_b, num_pairs, opening_moves),
+        )
+        winner, num_moves = jax.device_get(match(key, arrays_a, arrays_b))  # [2, P] each
+
+    # Interleave: game 2i = row 0 (a first, a is player 0), 2i+1 = row 1 (a is player 1).
+    a_player = np.array([[0], [1]])
+    outcome = np.asarray(env.result_value(winner, a_player))  # [2, P]
+    outcomes = outcome.T.reshape(-1)[:num_games].astype(np.int8)
+    a_first = np.tile([True, False], num_pairs)[:num_games]
+    moves = np.asarray(num_moves).T.reshape(-1)[:num_games].astype(np.int32)
+    return MatchResult.from_games(outcomes, a_first, moves)
+
+
+# --- Long matches, round robins, summaries. ---
+
+
+def play_match(
+    agent_a: Agent,
+    agent_b: Agent,
+    key: jax.Array,
+    num_games: int,
+    *,
+    opening_moves: int = 2,
+    batch_size: int = 256,
+    progress: bool = False,
+    desc: str | None = None,
+) -> MatchResult:
+    """``play_games`` in equal chunks of at most ``batch_size`` games.
+
+    Chunks share one compiled match; the few surplus games of the last chunk
+    are dropped, so exactly ``num_games`` games count (colours alternated).
+
+    Args:
+        agent_a, agent_b, key, opening_moves: as for ``play_games``.
+        num_games: games that count, >= 1.
+        batch_size: games played at once.
+        progress: show a progress bar over the chunks, labelled ``desc``.
+
+    Returns:
+        A ``MatchResult`` over all games, from agent_a's side.
+    """
+    if num_games < 1:
+        raise ValueError(f"--games: got {num_games}, allowed: >= 1")
+    num_chunks = math.ceil(num_games / max(2, batch_size))
+    size = math.ceil(num_games / num_chunks)
+    size += size % 2  # whole pairs per chunk
+    parts = []
+    for c in tqdm(range(num_chunks), desc=desc, disable=not progress, leave=False, unit="chunk"):
+        parts.append(
+            play_games(
+                agent_a, agent_b, jax.random.fold_in(key, c), size, opening_moves=opening_moves
+            )
+        )
+    outcomes = np.concatenate([p.outcomes for p in parts])[:num_games]
+    a_first = np.concatenate([p.a_first for p in parts])[:num_games]
+    moves = np.concatenate([p.num_moves for p in parts])[:num_games]
+    return MatchResult.from_games(outcomes, a_first, moves)
+
+
+def round_robin(
+    agents: Sequence[tuple[str, Agent]],
+    key: jax.Array,
+    num_games: int,
+    *,
+    opening_moves: int = 2,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> list[tuple[int, int, MatchResult]]:
+    """A ``play_match`` of every pair ``i < j`` of a pool of named agents.
+
+    Args:
+        agents: ``(name, agent)`` pairs; the names only label the progress bar.
+        key: PRNG key; pair number p plays with ``fold_in(key, p)``.
+        num_games: games per pair.
+        opening_moves, batch_size, progress: as for ``play_match``.
+
+    Returns:
+        ``(i, j, result)`` per pair, results from agent i's side.
+    """
+    pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
+    results = []
+    bar = tqdm(pairs, desc="round robin", unit="match", disable=not progress)
+    for p, (i, j) in enumerate(bar):
+        bar.set_postfix_str(f"{agents[i][0]} vs {agents[j][0]}")
+        result = play_match(
+            agents[i][1],
+            agents[j][1],
+            jax.random.fold_in(key, p),
+            num_games,
+            opening_moves=opening_moves,
+            batch_size=batch_size,
+        )
+        results.append((i, j, result))
+    bar.close()
+    return results
+
+
+def match_summary(result: MatchResult) -> dict:
+    """JSON-friendly summary of a ``MatchResult`` (from agent A's side).
+
+    Returns:
+        ``games``, ``wins``/``draws``/``losses`` (counts), ``win_rate``,
+        ``win_ci``, ``draw_rate``, ``draw_ci``, ``loss_rate``, ``loss_ci``,
+        ``score``, ``score_ci`` (95% Wilson intervals), ``mean_game_length``
+        and the same counts split by colour in ``as_first`` / ``as_second``.
+    """
+    n = result.num_games
+    out = {"games": n, "wins": result.wins, "draws": result.draws, "losses": result.losses}
+    for key, k in (("win", result.wins), ("draw", result.draws), ("loss", result.losses)):
+        rate, ci = rate_with_interval(k, n)
+        out[f"{key}_rate"], out[f"{key}_ci"] = rate, list(ci)
+    out["score"] = result.score
+    out["score_ci"] = list(result.score_ci)
+    out["mean_game_length"] = float(np.mean(result.num_moves)) if n else float("nan")
+    for label, sel in (("as_first", result.a_first), ("as_second", ~result.a_first)):
+        o = result.outcomes[sel]
+        out[label] = {
+            "games": int(o.size),
+            "wins": int(np.sum(o == 1)),
+            "draws": int(np.sum(o == 0)),
+            "losses": int(np.sum(o == -1)),
+        }
+    return out
+
+
+def format_match(summary: dict) -> str:
+    """A plain-text table of ``match_summary`` output (with ``a`` and ``b`` names)."""
+    lines = [
+        f"{summary['a']}  vs  {summary['b']}: {summary['games']} games, colours alternated,"
+        f" {summary['openings']} random opening plies",
+        "",
+        f"{'result for A':<12}  {'games':>5}  {'rate':>6}  95% CI",
+    ]
+    for label, key in (("wins", "win"), ("draws", "draw"), ("losses", "loss")):
+        rate = format_rate(summary[f"{key}_rate"], summary[f"{key}_ci"])
+        lines.append(f"{label:<12}  {summary[label]:>5}  {rate}")
+    lines.append(f"{'score':<12}  {'':>5}  {format_rate(summary['score'], summary['score_ci'])}")
+    first, second = summary["as_first"], summary["as_second"]
+    lines += [
+        "",
+        f"A moving first:  +{first['wins']} ={first['draws']} -{first['losses']}",
+        f"A moving second: +{second['wins']} ={second['draws']} -{second['losses']}",
+        f"mean game length {summary['mean_game_length']:.1f} plies",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,288 @@
+"""Agent specs: the one list of the agents that can be named, and ``make_agent``.
+
+Every command line, the solver table, the periodic evaluation and the tests
+name agents by a spec string and turn it into an agent here:
+
+    name, agent = make_agent("minimax-5")   # agent: act(key, state[B]) -> [B]
+
+The forms (``ENTRIES``, in the order they are tried):
+
+* ``random``: uniformly random legal moves.
+* ``lookahead``: win in one, else block, else random.
+* ``mcts`` or ``mcts-N``: pure MCTS with random rollouts, N simulations (1000).
+* ``minimax`` or ``minimax-K``: depth-K negamax with a heuristic (depth 5).
+* ``RUN_DIR[:STEP][@SIMS]``: a training run's network, its best checkpoint
+  (or checkpoint STEP) with SIMS search simulations per move (default: the
+  run's evaluation setting; ``@0`` = the network alone). Only the network
+  variables are read (``checkpoints.restore_variables``).
+
+To add an agent: write its constructor (a jittable agent in ``agents``, or a
+``protocol.HostAgent`` for one that runs on the host, such as a C++ solver),
+add one ``Entry`` to ``ENTRIES`` before the run-directory catch-all, and test
+it in ``tests/judge/test_registry.py``. Its ``form`` joins the error messages
+and its ``description`` the ``--help`` of the command lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from c4jax import checkpoints, network
+from c4jax.judge import agents
+from c4jax.judge.protocol import Agent
+
+DEFAULT_MCTS_SIMULATIONS = 1000
+DEFAULT_MINIMAX_DEPTH = 5
+MAX_MINIMAX_DEPTH = 8  # 7^8 = 5.8M leaves per game and move: already very slow
+
+_RUN_SPEC = re.compile(r"^(?P<path>.+?)(?::(?P<step>[^:@]*))?(?:@(?P<sims>[^@]*))?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSpec:
+    """A parsed agent spec (before anything is loaded).
+
+    ``kind`` names the registry entry (``random``, ``lookahead``, ``mcts``,
+    ``minimax``, ``run``); ``value`` is the simulations (mcts) or depth
+    (minimax); ``run_dir``, ``step`` and ``sims`` describe a run (``None`` =
+    best checkpoint / the run's setting).
+    """
+
+    kind: str
+    value: int | None = None
+    run_dir: Path | None = None
+    step: int | None = None
+    sims: int | None = None
+
+
+class NamedAgent(NamedTuple):
+    """An agent and its normalised name (``mcts`` -> ``mcts-1000``)."""
+
+    name: str
+    agent: Agent
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One form of agent spec: how to recognise it and how to build the agent."""
+
+    kind: str  # the AgentSpec.kind it parses to
+    form: str  # the spec forms, as error messages list them
+    description: str  # one line for --help
+    parse: Callable[[str], AgentSpec | None]  # the spec's fields; None if not this form
+    build: Callable[[AgentSpec], NamedAgent]
+
+
+# --- Parsing helpers. ---
+
+
+def _forms() -> str:
+    forms = [entry.form for entry in ENTRIES]
+    return ", ".join(forms[:-1]) + ", or " + forms[-1]
+
+
+def _bad_spec(spec: str, why: str) -> ValueError:
+    return ValueError(f"bad agent spec {spec!r}: {why}. Allowed: {AGENT_FORMS}")
+
+
+def _parse_int(spec: str, text: str, what: str, low: int, high: int | None = None) -> int:
+    if not re.fullmatch(r"\d+", text or ""):
+        raise _bad_spec(spec, f"{what} {text!r} is not a whole number")
+    value = int(text)
+    if value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"{low}..{high}"
+        raise _bad_spec(spec, f"{what} {value} is out of range ({allowed})")
+    return value
+
+
+def short_error(err: Exception, limit: int = 600) -> str:
+    """The message of ``err``, cut to ``limit`` characters (Orbax's can be pages long)."""
+    text = str(err)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+# --- The entries: parse and build. ---
+
+
+def _parse_word(word: str) -> Callable[[str], AgentSpec | None]:
+    return lambda spec: AgentSpec(kind=word) if spec == word else None
+
+
+def _parse_mcts(spec: str) -> AgentSpec | None:
+    kind, dash, arg = spec.partition("-")
+    if kind != "mcts" or Path(spec).exists():
+        return None
+    sims = DEFAULT_MCTS_SIMULATIONS if not dash else _parse_int(spec, arg, "simulations", 1)
+    return AgentSpec(kind="mcts", value=sims)
+
+
+def _parse_minimax(spec: str) -> AgentSpec | None:
+    kind, dash, arg = spec.partition("-")
+    if kind != "minimax" or Path(spec).exists():
+        return None
+    depth = (
+        DEFAULT_MINIMAX_DEPTH if not dash else _parse_int(spec, arg, "depth", 1, MAX_MINIMAX_DEPTH)
+    )
+    return AgentSpec(kind="minimax", value=depth)
+
+
+def _parse_run(spec: str) -> AgentSpec:
+    """The catch-all: a run directory, else the error that lists every form."""
+    if Path(spec).is_dir():  # a directory whose name happens to contain ':' or '@'
+        return AgentSpec(kind="run", run_dir=Path(spec))
+    match = _RUN_SPEC.match(spec)
+    path, step, sims = match.group("path"), match.group("step"), match.group("sims")
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        if step is None and sims is None:
+            raise _bad_spec(spec, f"not a reference agent, and no run directory {path!r}")
+        raise _bad_spec(spec, f"no run directory {path!r}")
+    return AgentSpec(
+        kind="run",
+        run_dir=run_dir,
+        step=None if step is None else _parse_int(spec, step, "checkpoint step", 0),
+        sims=None if sims is None else _parse_int(spec, sims, "simulations", 0),
+    )
+
+
+def _build_run(spec: AgentSpec) -> NamedAgent:
+    return make_run_agent(spec.run_dir, step=spec.step, sims=spec.sims)
+
+
+ENTRIES: tuple[Entry, ...] = (
+    Entry(
+        kind="random",
+        form="random",
+        description="uniformly random legal moves",
+        parse=_parse_word("random"),
+        build=lambda s: NamedAgent("random", agents.random_agent),
+    ),
+    Entry(
+        kind="lookahead",
+        form="lookahead",
+        description="win in one, else block the opponent's win in one, else random",
+        parse=_parse_word("lookahead"),
+        build=lambda s: NamedAgent("lookahead", agents.lookahead_agent),
+    ),
+    Entry(
+        kind="mcts",
+        form=f"mcts, mcts-N (N simulations >= 1, default {DEFAULT_MCTS_SIMULATIONS})",
+        description="pure MCTS (UCT) with random rollouts, N simulations per move",
+        parse=_parse_mcts,
+        build=lambda s: NamedAgent(f"mcts-{s.value}", agents.make_mcts_agent(s.value)),
+    ),
+    Entry(
+        kind="minimax",
+        form=(
+            f"minimax, minimax-K (depth 1..{MAX_MINIMAX_DEPTH}, "
+            f"default {DEFAULT_MINIMAX_DEPTH})"
+        ),
+        description="depth-K negamax with a window-counting heuristic",
+        parse=_parse_minimax,
+        build=lambda s: NamedAgent(f"minimax-{s.value}", agents.make_minimax_agent(s.value)),
+    ),
+    # The catch-all comes last: anything else must be a run directory.
+    Entry(
+        kind="run",
+        form="a run directory RUN_DIR[:STEP][@SIMS] (e.g. runs/X, runs/X@64, runs/X:40@0)",
+        description="a training run's best checkpoint (or STEP) with SIMS simulations"
+        " (default: the run's evaluation setting; @0 = the network alone)",
+        parse=_parse_run,
+        build=_build_run,
+    ),
+)
+
+AGENT_FORMS = _forms()  # every form, for error messages and --help
+
+
+def describe() -> str:
+    """Each spec form on a line, its description indented below it (for --help texts)."""
+    return "\n".join(f"  {entry.form}\n      {entry.description}" for entry in ENTRIES)
+
+
+# --- The public entrance. ---
+
+
+def parse_spec(spec: str) -> AgentSpec:
+    """Parses an agent spec without loading anything (see the module docstring).
+
+    Raises:
+        ValueError: naming the spec, what is wrong and the allowed forms.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise _bad_spec(str(spec), "empty")
+    spec = spec.strip()
+    for entry in ENTRIES:
+        parsed = entry.parse(spec)
+        if parsed is not None:
+            return parsed
+    raise _bad_spec(spec, "no form matches")  # unreachable: the last entry takes the rest
+
+
+def make_agent(spec: str) -> NamedAgent:
+    """``(name, agent)`` for an agent spec; the agent is ``act(key, state[B]) -> [B]``.
+
+    Names are normalised: ``mcts`` -> ``mcts-1000``, ``runs/X`` ->
+    ``runs/X:STEP@SIMS`` with the checkpoint step and simulations used.
+
+    Raises:
+        ValueError: naming the spec, what is wrong and the allowed forms (also
+            when a run directory holds no usable checkpoint).
+    """
+    parsed = parse_spec(spec)
+    entry = next(e for e in ENTRIES if e.kind == parsed.kind)
+    try:
+        return entry.build(parsed)
+    except ValueError as err:
+        raise ValueError(f"agent spec {spec!r}: {short_error(err)}") from None
+
+
+def make_agents(specs: Sequence[str]) -> list[NamedAgent]:
+    """``make_agent`` of each spec; raises ValueError on a bad one or a repeated name."""
+    out: list[NamedAgent] = []
+    seen: dict[str, str] = {}
+    for spec in specs:
+        named = make_agent(spec)
+        if named.name in seen:
+            raise ValueError(
+                f"agent {named.name!r} is listed twice ({seen[named.name]!r} and {spec!r})"
+            )
+        seen[named.name] = spec
+        out.append(named)
+    return out
+
+
+def make_run_agent(
+    run_dir: str | Path, *, step: int | None = None, sims: int | None = None
+) -> NamedAgent:
+    """The network of a run's checkpoint (default its best) with ``sims`` simulations.
+
+    The name is ``RUN_DIR:STEP@SIMS``. Cached: the same arguments give the same
+    agent object, so compiled matches and solver calls are reused, and several
+    agents of one run (``runs/X@0``, ``runs/X@64``) read its checkpoint once.
+
+    Raises:
+        ValueError: not a run directory, no checkpoint, or no such step.
+    """
+    return _run_agent(str(run_dir), step, sims)
+
+
+@functools.lru_cache(maxsize=8)
+def _restore(run_dir: str, step: int | None) -> checkpoints.NetworkCheckpoint:
+    return checkpoints.restore_variables(run_dir, step)
+
+
+@functools.lru_cache(maxsize=16)
+def _run_agent(run_dir: str, step: int | None, sims: int | None) -> NamedAgent:
+    restored = _restore(run_dir, step)
+    config = restored.config
+    sims = config.eval.num_simulations if sims is None else sims
+    apply_fn = network.make_apply_fn(network.make_network(config.network))
+    act = agents.make_alphazero_act(apply_fn, config.search, num_simulations=sims)
+    name = f"{run_dir}:{restored.step}@{sims}"
+    return NamedAgent(name, functools.partial(act, restored.variables))
