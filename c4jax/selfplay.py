@@ -108,7 +108,7 @@ def randomised(done: jax.Array, random: jax.Array) -> jax.Array:
 
 def value_targets(results: jax.Array, player: jax.Array) -> jax.Array:
     """[...] float32 +1 / 0 / -1 for the player to move, given the game's winner."""
-    return jnp.where(results == -1, 0.0, jnp.where(results == player, 1.0, -1.0))
+    return env.result_value(results, player)
 
 
 def make_selfplay(

@@ -242,5 +242,6 @@ class Trainer:
             selfplay=selfplay.SelfPlayState(
                 games=every(abstract.selfplay.games, batch),
                 tail=every(abstract.selfplay.tail, time_batch),
+                opening=batch,
             ),
         )
