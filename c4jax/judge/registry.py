@@ -11,6 +11,7 @@ The forms (``ENTRIES``, in the order they are tried):
 * ``lookahead``: win in one, else block, else random.
 * ``mcts`` or ``mcts-N``: pure MCTS with random rollouts, N simulations (1000).
 * ``minimax`` or ``minimax-K``: depth-K negamax with a heuristic (depth 5).
+* ``perfect``: the exact solver (bitbully, the optional extra ``[solver]``).
 * ``RUN_DIR[:STEP][@SIMS]``: a training run's network, its best checkpoint
   (or checkpoint STEP) with SIMS search simulations per move (default: the
   run's evaluation setting; ``@0`` = the network alone). Only the network
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from c4jax import checkpoints, network
-from c4jax.judge import agents
+from c4jax.judge import agents, perfect
 from c4jax.judge.protocol import Agent
 
 DEFAULT_MCTS_SIMULATIONS = 1000
@@ -185,6 +186,14 @@ ENTRIES: tuple[Entry, ...] = (
         description="depth-K negamax with a window-counting heuristic",
         parse=_parse_minimax,
         build=lambda s: NamedAgent(f"minimax-{s.value}", agents.make_minimax_agent(s.value)),
+    ),
+    Entry(
+        kind="perfect",
+        form="perfect",
+        description="the exact solver (bitbully; pip install 'c4jax[solver]'): a best move,"
+        " random among equals",
+        parse=_parse_word("perfect"),
+        build=lambda s: NamedAgent("perfect", perfect.make_perfect_agent()),
     ),
     # The catch-all comes last: anything else must be a run directory.
     Entry(

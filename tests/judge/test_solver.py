@@ -53,7 +53,7 @@ def test_sets_load_and_match_the_env():
     assert solver.verify_all() == [f"{n}.jsonl" for n in sorted(solver.STANDARD_SETS)]
     for name in solver.SET_NAMES:
         s = solver.load_set(name)
-        assert len(s) == (190 if name == "L1_R3" else 1000)
+        assert len(s) == 1000
         assert s.move_scores.shape == (len(s), 7) and s.legal.any(axis=1).all()
         np.testing.assert_array_equal(np.where(s.legal, s.move_scores, -99).max(1), s.score)
     s = solver.load_set("L2_R2")
@@ -85,7 +85,7 @@ def test_md5_catches_a_corrupted_file(tmp_path):
 
 
 def test_random_mover_matches_its_exact_expectation():
-    """Over all five pinned sets (5000 positions) the measured rate is within 4 sigma."""
+    """Over all six pinned sets (6000 positions) the measured rate is within 4 sigma."""
     results = solver.evaluate_agent(agents.random_agent, jax.random.PRNGKey(0))
     for name, r in results.items():
         s = solver.load_set(name)
@@ -98,7 +98,9 @@ def test_random_mover_matches_its_exact_expectation():
         sigma = np.sqrt(np.sum(p * (1 - p))) / len(p)
         assert abs(r["mistake_rate"] - expected) < 4 * sigma, (name, r["mistake_rate"], expected)
         assert r["illegal"] == 0 and r["positions"] == 1000
-        assert 0.26 <= expected <= 0.43
+        # Random moves in the hard set (R3) lose a result about half the time.
+        low, high = (0.45, 0.60) if name == "L1_R3" else (0.26, 0.43)
+        assert low <= expected <= high, (name, expected)
 
 
 def test_lookahead_improves_on_random_and_batching_is_consistent():

@@ -1,0 +1,98 @@
+"""The perfect player: exact move scores from the ``bitbully`` solver.
+
+``bitbully`` (PyPI; a C++ MTD(f) solver whose wheel brings opening books) is an
+optional extra, ``pip install 'c4jax[solver]'`` (included in ``[dev]``). It
+scores any position exactly, in Pons' convention: positive when the player to
+move wins, the larger the sooner; 0 for a draw; negative when they lose.
+
+* ``move_scores(state)``: [B, A] exact scores of every legal move.
+* ``make_perfect_agent()``: a ``protocol.HostAgent`` that plays a best move,
+  uniformly at random among equally scored ones. It never makes a mistake
+  in the solver's sense (it never turns a win into a draw or loss, nor a draw
+  into a loss) and, among winning moves, wins as fast as possible.
+
+Nothing is imported or loaded until first use; without the extra, both raise
+``MissingSolverError`` saying how to install it.
+
+Shapes: B batch of positions, A = 7 actions, H x W = 6 x 7 board.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+
+from c4jax import env
+from c4jax.judge.protocol import HostAgent
+
+INSTALL_HINT = "pip install 'c4jax[solver]'  (or: pip install bitbully)"
+ILLEGAL = np.iinfo(np.int32).min  # score of a full column in ``move_scores``
+
+
+class MissingSolverError(ValueError):
+    """The optional ``bitbully`` solver is not installed."""
+
+
+@functools.cache
+def _solver():
+    """The one ``bitbully.BitBully`` instance, with its default opening book."""
+    try:
+        import bitbully  # optional extra: imported only when a perfect agent is used
+    except ImportError:
+        raise MissingSolverError(
+            f"the perfect agent needs the bitbully solver, which is not installed: {INSTALL_HINT}"
+        ) from None
+    return bitbully, bitbully.BitBully()
+
+
+def boards(state: env.State) -> np.ndarray:
+    """[B, H, W] int8 boards: 1 first player's stones, 2 second player's, 0 empty;
+    row 0 is the top (bitbully's 6 x 7 layout)."""
+    planes = np.asarray(env.observe(jax.tree.map(np.asarray, state)))  # [B, H, W, 2] mover first
+    mover = np.where(np.asarray(state.num_moves) % 2 == 0, 1, 2).astype(np.int8)[:, None, None]
+    other = 3 - mover
+    return np.where(planes[..., 0] > 0, mover, np.where(planes[..., 1] > 0, other, 0)).astype(
+        np.int8
+    )
+
+
+def move_scores(state: env.State) -> np.ndarray:
+    """[B, A] int32 exact score of each move for the player to move (``ILLEGAL``
+    for full columns and in finished games).
+
+    Raises:
+        MissingSolverError: bitbully is not installed.
+    """
+    bitbully, solver = _solver()
+    legal = np.asarray(env.legal_action_mask(state))
+    terminated = np.asarray(state.terminated)
+    out = np.full(legal.shape, ILLEGAL, np.int32)
+    for i, board in enumerate(boards(state)):
+        if terminated[i]:
+            continue
+        scores = solver.score_all_moves(bitbully.Board(board.tolist()))
+        for column, score in scores.items():
+            if legal[i, column]:
+                out[i, column] = score
+    return out
+
+
+def _perfect_act(key: jax.Array, state: env.State) -> np.ndarray:
+    scores = move_scores(state)
+    best = scores == scores.max(axis=1, keepdims=True)
+    seed = np.asarray(jax.random.key_data(key)).ravel()
+    rng = np.random.default_rng(seed.astype(np.uint64).tolist())
+    noise = rng.random(best.shape)
+    return np.argmax(np.where(best, noise, -1.0), axis=1).astype(np.int32)  # 0 in finished games
+
+
+def make_perfect_agent() -> HostAgent:
+    """The perfect player (a host agent; see the module docstring).
+
+    Raises:
+        MissingSolverError: bitbully is not installed (checked here, at once).
+    """
+    _solver()
+    return HostAgent(_perfect_act)

@@ -1,0 +1,72 @@
+"""The perfect player: exact scores match the Pons labels, no mistakes, a clear
+error without the optional solver."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from c4jax import env
+from c4jax.judge import arena, perfect, registry, solver
+
+pytest.importorskip("bitbully", reason="the [solver] extra (bitbully) is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = 40  # positions per set: the hard L1_R3 ones take up to ~2 s each
+
+
+def _sample(name):
+    return solver.load_set(name).head(SAMPLE)
+
+
+@pytest.mark.parametrize("name", solver.SET_NAMES)
+def test_move_scores_match_the_published_labels(name):
+    pons = _sample(name)
+    scores = perfect.move_scores(pons.states())
+    labels = np.where(pons.legal, pons.move_scores, 0)
+    np.testing.assert_array_equal(np.where(pons.legal, scores, 0), labels)
+    assert np.all(scores[~pons.legal] == perfect.ILLEGAL)
+
+
+def test_perfect_makes_no_mistake_and_plays_an_exact_best_move():
+    _, agent = registry.make_agent("perfect")
+    results = solver.evaluate_agent(agent, jax.random.key(0), solver.SET_NAMES, SAMPLE)
+    for name, r in results.items():
+        assert r["mistakes"] == 0 and r["illegal"] == 0, name
+        assert r["exact_best_rate"] == 1.0, name
+
+
+def test_boards_use_absolute_colours():
+    #   .......
+    #   .......
+    #   .......
+    #   ...o...    (after 4144)
+    #   ...x...
+    #   o..x...    x (first player) = 1, o = 2, whoever is to move
+    for moves in ["414", "4144"]:
+        board = perfect.boards(env.stack([env.from_moves(moves)]))[0]
+        assert board[5, 3] == 1 and board[4, 3] == 1 and board[5, 0] == 2
+        assert (board > 0).sum() == len(moves)
+    assert perfect.boards(env.stack([env.from_moves("4144")]))[0][3, 3] == 2
+
+
+def test_perfect_wins_from_the_empty_board_as_first_player_and_never_loses():
+    _, agent = registry.make_agent("perfect")
+    result = arena.play_games(agent, registry.make_agent("lookahead").agent, jax.random.key(0), 4)
+    assert result.losses == 0 and result.wins == 4, str(result)
+
+
+def test_without_the_extra_a_clear_error_says_how_to_install(tmp_path):
+    (tmp_path / "bitbully.py").write_text("raise ImportError('simulated: not installed')\n")
+    env_vars = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "c4jax.evaluate", "match", "perfect", "random", "--games", "2"],
+        capture_output=True, text=True, env=env_vars, cwd=ROOT, timeout=300,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "pip install 'c4jax[solver]'" in out.stderr
+    assert "Traceback" not in out.stderr
