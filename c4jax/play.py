@@ -1,6 +1,7 @@
-"""``python -m c4jax.play RUN_DIR``: play Connect Four against a trained agent.
+"""``python -m c4jax.play [RUN_DIR]``: play Connect Four against a trained agent.
 
 Usage:
+    python -m c4jax.play                 # the agent shipped in the package
     python -m c4jax.play runs/20261121-090000
     python -m c4jax.play runs/X --sims 200 --first human
 
@@ -158,12 +159,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m c4jax.play",
         description="Play Connect Four against a trained agent in the terminal.",
     )
-    parser.add_argument("run_dir", help="a run directory written by python -m c4jax.train")
+    parser.add_argument(
+        "run_dir",
+        nargs="?",
+        default=None,
+        help="a run directory written by python -m c4jax.train"
+        " (default: the pretrained agent shipped in the package)",
+    )
     parser.add_argument(
         "--sims",
         type=int,
         default=None,
-        help="search simulations per agent move (default: the run's evaluation setting;"
+        help="search simulations per agent move (default: the agent's evaluation setting;"
         " 0 = the network alone)",
     )
     parser.add_argument(
@@ -181,12 +188,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: --sims: got {args.sims}, allowed: >= 0", file=sys.stderr)
         return 2
 
+    if args.run_dir is None and args.step is not None:
+        print("error: --step needs a run directory", file=sys.stderr)
+        return 2
     try:
-        player = Player.from_checkpoint(args.run_dir, num_simulations=args.sims, step=args.step)
+        if args.run_dir is None:
+            player = Player.pretrained(num_simulations=args.sims)
+        else:
+            player = Player.from_checkpoint(
+                args.run_dir, num_simulations=args.sims, step=args.step
+            )
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"Loaded {args.run_dir} ({player.num_simulations} simulations per move).")
+    source = args.run_dir or "the pretrained agent"
+    print(f"Loaded {source} ({player.num_simulations} simulations per move).")
     try:
         human_first = ask_human_first(input, print) if args.first is None else args.first == "human"
         play_loop(player, input, print, human_first)

@@ -1,6 +1,7 @@
 """A trained agent for host-level use: best moves and analyses of move strings.
 
     player = Player.from_checkpoint("runs/20261121-090000", num_simulations=64)
+    player = Player.pretrained(num_simulations=64)   # the agent shipped in the package
     player.best_move("4453")        # -> 0-based column
     player.analyse("4453")          # -> Analysis(policy [7], value)
 
@@ -53,8 +54,11 @@ class Player:
         seed: int = 0,
         step: int | None = None,
     ):
+        if not isinstance(num_simulations, int | np.integer) or isinstance(num_simulations, bool):
+            raise ValueError(f"num_simulations: got {num_simulations!r}, allowed: an integer >= 0")
         if num_simulations < 0:
             raise ValueError(f"num_simulations: got {num_simulations}, allowed: >= 0")
+        num_simulations = int(num_simulations)
         self.config = config
         self.variables = variables
         self.num_simulations = num_simulations
@@ -94,6 +98,21 @@ class Player:
             ValueError: no run or no such checkpoint there.
         """
         restored = checkpoints.restore_variables(run_dir, step)
+        config = restored.config
+        sims = config.eval.num_simulations if num_simulations is None else num_simulations
+        return cls(
+            config, restored.variables, num_simulations=sims, seed=seed, step=restored.step
+        )
+
+    @classmethod
+    def pretrained(cls, *, num_simulations: int | None = None, seed: int = 0) -> Player:
+        """The agent shipped in the package (``c4jax/pretrained``; see its info.json).
+
+        Args:
+            num_simulations: search simulations; default its evaluation setting.
+            seed: see the class.
+        """
+        restored = checkpoints.load_exported()
         config = restored.config
         sims = config.eval.num_simulations if num_simulations is None else num_simulations
         return cls(

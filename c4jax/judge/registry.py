@@ -12,6 +12,8 @@ The forms (``ENTRIES``, in the order they are tried):
 * ``mcts`` or ``mcts-N``: pure MCTS with random rollouts, N simulations (1000).
 * ``minimax`` or ``minimax-K``: depth-K negamax with a heuristic (depth 5).
 * ``perfect``: the exact solver (bitbully, the optional extra ``[solver]``).
+* ``pretrained`` or ``pretrained@SIMS``: the network shipped in the package
+  (``c4jax/pretrained``) with SIMS simulations (default: its evaluation setting).
 * ``RUN_DIR[:STEP][@SIMS]``: a training run's network, its best checkpoint
   (or checkpoint STEP) with SIMS search simulations per move (default: the
   run's evaluation setting; ``@0`` = the network alone). Only the network
@@ -151,6 +153,14 @@ def _parse_run(spec: str) -> AgentSpec:
     )
 
 
+def _parse_pretrained(spec: str) -> AgentSpec | None:
+    word, at, sims = spec.partition("@")
+    if word != "pretrained" or Path(spec).exists():
+        return None
+    sims_value = _parse_int(spec, sims, "simulations", 0) if at else None
+    return AgentSpec(kind="pretrained", sims=sims_value)
+
+
 def _build_run(spec: AgentSpec) -> NamedAgent:
     return make_run_agent(spec.run_dir, step=spec.step, sims=spec.sims)
 
@@ -194,6 +204,14 @@ ENTRIES: tuple[Entry, ...] = (
         " random among equals",
         parse=_parse_word("perfect"),
         build=lambda s: NamedAgent("perfect", perfect.make_perfect_agent()),
+    ),
+    Entry(
+        kind="pretrained",
+        form="pretrained, pretrained@SIMS",
+        description="the network shipped in the package with SIMS simulations"
+        " (default: its evaluation setting; @0 = the network alone)",
+        parse=_parse_pretrained,
+        build=lambda s: make_pretrained_agent(sims=s.sims),
     ),
     # The catch-all comes last: anything else must be a run directory.
     Entry(
@@ -289,9 +307,29 @@ def _restore(run_dir: str, step: int | None) -> checkpoints.NetworkCheckpoint:
 @functools.lru_cache(maxsize=16)
 def _run_agent(run_dir: str, step: int | None, sims: int | None) -> NamedAgent:
     restored = _restore(run_dir, step)
+    return _network_agent(f"{run_dir}:{restored.step}", restored, sims)
+
+
+def make_pretrained_agent(*, sims: int | None = None) -> NamedAgent:
+    """The network shipped in the package with ``sims`` simulations, named ``pretrained@SIMS``.
+
+    Raises:
+        ValueError: the package's pretrained files are missing or damaged.
+    """
+    return _pretrained_agent(sims)
+
+
+@functools.lru_cache(maxsize=8)
+def _pretrained_agent(sims: int | None) -> NamedAgent:
+    return _network_agent("pretrained", checkpoints.load_exported(), sims)
+
+
+def _network_agent(
+    prefix: str, restored: checkpoints.NetworkCheckpoint, sims: int | None
+) -> NamedAgent:
+    """``PREFIX@SIMS``: a restored network and its search (``sims`` None = its eval setting)."""
     config = restored.config
     sims = config.eval.num_simulations if sims is None else sims
     apply_fn = network.make_apply_fn(network.make_network(config.network))
     act = agents.make_alphazero_act(apply_fn, config.search, num_simulations=sims)
-    name = f"{run_dir}:{restored.step}@{sims}"
-    return NamedAgent(name, functools.partial(act, restored.variables))
+    return NamedAgent(f"{prefix}@{sims}", functools.partial(act, restored.variables))
