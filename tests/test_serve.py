@@ -18,7 +18,6 @@ from c4jax.player import Analysis, Player
 from c4jax.position import Position
 from c4jax.web.app import MAX_BODY, MAX_SIMULATIONS, make_app
 
-
 DRAW = "472424756645422154157737216635626711335331"  # 42 moves, no four
 
 
