@@ -244,9 +244,9 @@ def play_loop(
             print_fn(f"You play column {column + 1}.")
         else:
             note = " (the first move also compiles the search)" if first_agent_move else ""
-            print_fn(f"thinking...{note}")
             first_agent_move = False
             with thinking():
+                print_fn(f"thinking...{note}")
                 analysis = player.analyse(pos.moves)
             column = int(analysis.action)
             print_fn(format_analysis(analysis, MARKS[1 - human]))

@@ -229,3 +229,45 @@ def test_ctrl_c_exits_130_with_a_short_message(tiny_run, marker, delay):
     assert "Traceback" not in out and "Segmentation" not in out
     after = out.split(marker, 1)[1].strip().splitlines()
     assert after[-1] == "Interrupted. Bye." and len(after) <= 3, out
+
+
+def test_keys_typed_while_the_agent_thinks_are_not_echoed_and_dropped(tiny_run):
+    """In a real terminal (a pty): "5<enter>" typed during the agent's first move
+    neither shows up nor becomes the human's move."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c4jax.play", str(tiny_run), "--sims", "2000",
+         "--first", "agent"],
+        stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu", "NO_COLOR": "1"},
+    )
+    os.close(slave)
+    output = bytearray()
+
+    def read_until(text, timeout=120):
+        deadline = time.monotonic() + timeout
+        while text.encode() not in output:
+            assert time.monotonic() < deadline, f"never printed {text!r}: {output.decode()}"
+            try:
+                output.extend(os.read(master, 4096))
+            except OSError:  # the child closed the terminal
+                assert text.encode() in output, output.decode()
+        return output.decode()
+
+    try:
+        read_until("thinking...")
+        os.write(master, b"5\n")
+        read_until("your move")
+        time.sleep(0.5)  # a typed-ahead "5" would be read as the move by now
+        os.write(master, b"q\n")
+        read_until("Bye.")
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+        os.close(master)
+    text = output.decode()
+    thinking = text.split("thinking...", 1)[1].split("Agent (x) plays", 1)[0]
+    assert "5" not in thinking  # not echoed into the board
+    assert "You play column 5" not in text and "You quit" in text
