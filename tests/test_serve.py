@@ -201,14 +201,16 @@ def test_serve_command_line_errors(tmp_path, capsys):
     assert "cannot listen" in capsys.readouterr().err
 
 
-def test_serve_without_a_pretrained_agent_exits_2(monkeypatch, capsys):
+def test_serve_without_a_pretrained_agent_exits_2(tmp_path, monkeypatch, capsys):
     from c4jax import checkpoints
 
-    if checkpoints.PRETRAINED_DIR.joinpath(checkpoints.VARIABLES_FILE).is_file():
-        pytest.skip("the package ships a pretrained agent: nothing to test here")
+    original = checkpoints.load_exported
+    # What an install without the package's pretrained files sees.
+    monkeypatch.setattr(checkpoints, "load_exported", lambda: original(tmp_path))
     assert serve.main(["--port", str(_free_port())]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "not an exported network" in err
+    assert err.count("\n") == 1
 
 
 def test_serve_subprocess_answers_and_stops_on_ctrl_c(tiny_run):
