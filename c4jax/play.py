@@ -146,14 +146,17 @@ def ask_human_first(input_fn: InputFn, print_fn: PrintFn) -> bool:
 def format_analysis(analysis, mark: str = "") -> str:
     """The agent's move and, per column, what its search decided with.
 
-    Rows: the improved policy (%), the search's value of each move for the
-    agent (``-`` where not searched), the simulations spent on it; a ``^``
-    under the column played. Full columns show ``-``.
+    The value of the position is that of playing the improved policy
+    (``policy_value``, else ``value``). Rows: the improved policy (%), the
+    search's value of each move for the agent (``-`` where not searched), the
+    simulations spent on it; a ``^`` under the column played. Full columns show ``-``.
     """
     chosen = int(analysis.action)
     who = f" ({mark})" if mark else ""
+    value = getattr(analysis, "policy_value", None)
+    value = analysis.value if value is None else value
     head = (
-        f"Agent{who} plays column {chosen + 1}. Its value of the position: {analysis.value:+.2f}"
+        f"Agent{who} plays column {chosen + 1}. Its value of the position: {value:+.2f}"
         " (+1 = it wins, -1 = it loses)."
     )
 
@@ -293,15 +296,6 @@ def play_games(
         return results
 
 
-def load_player(run_dir: str | None, sims: int | None, step: int | None):
-    """The agent to play: a run's checkpoint, or the pretrained one (imports JAX)."""
-    from c4jax.player import Player
-
-    if run_dir is None:
-        return Player.pretrained(num_simulations=sims)
-    return Player.from_checkpoint(run_dir, num_simulations=sims, step=step)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: loads the agent and plays games until the human stops."""
     parser = argparse.ArgumentParser(
@@ -356,7 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = args.run_dir or "the pretrained agent"
     print(f"Loading {source}...", flush=True)
     try:
-        player = load_player(args.run_dir, args.sims, args.step)
+        from c4jax.player import Player  # JAX loads here, after the interrupt handler
+
+        player = Player.load(args.run_dir, num_simulations=args.sims, step=args.step)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -175,6 +175,26 @@ class Player:
             config, restored.variables, num_simulations=sims, seed=seed, step=restored.step
         )
 
+    @classmethod
+    def load(
+        cls,
+        run_dir: str | Path | None = None,
+        *,
+        num_simulations: int | None = None,
+        step: int | None = None,
+    ) -> Player:
+        """A run's checkpoint (``from_checkpoint``), or the pretrained agent if ``run_dir`` is None.
+
+        Raises:
+            ValueError: no such run or checkpoint, a ``step`` without a run,
+                or the package's pretrained files are missing.
+        """
+        if run_dir is None:
+            if step is not None:
+                raise ValueError("step: needs a run directory")
+            return cls.pretrained(num_simulations=num_simulations)
+        return cls.from_checkpoint(run_dir, num_simulations=num_simulations, step=step)
+
     def with_simulations(self, num_simulations: int) -> Player:
         """The same network with another number of simulations (a new search to compile)."""
         return Player(
@@ -185,11 +205,11 @@ class Player:
     def rule(self) -> str:
         """How the agent picks its move from the search, in words (for displays)."""
         if self.num_simulations == 0:
-            return "the highest policy (the network alone)"
+            return "the highest policy, the network alone"
         if self.config.search.algorithm == "puct":
             return "the most visited move"
         return {
-            "halving": "the survivor of sequential halving (among the most visited)",
+            "halving": "the survivor of sequential halving, one of the most visited moves",
             "policy": "the highest policy",
             "q": "the highest value",
         }[self.config.search.evaluation_move]

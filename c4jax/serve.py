@@ -83,12 +83,12 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
         )
         return 2
 
-    from c4jax import play
+    from c4jax.player import Player  # JAX loads here, after the interrupt handler
 
     source = args.run_dir or "the pretrained agent"
     print(f"Loading {source}...", flush=True)
     try:
-        player = play.load_player(args.run_dir, args.sims, args.step)
+        player = Player.load(args.run_dir, num_simulations=args.sims, step=args.step)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

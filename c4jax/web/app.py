@@ -12,7 +12,8 @@ digits 1-7) with every request, and gets the position back.
 * ``POST /api/move {"moves": "4453", "sims": 64, "agent": "c4jax"}`` -> the
   agent's move: ``column`` (1-7), ``index`` (0-6), the position after it, and
   ``analysis`` of the position before it (``policy`` [7], ``q`` [7] with null
-  where not searched, ``visits`` [7], ``value``, ``chosen`` = ``index``).
+  where not searched, ``visits`` [7], ``value`` (of the improved policy),
+  ``root_value``, ``chosen`` = ``index``, ``rule``: how it was chosen).
 
 A position is ``{"moves", "board": [H][W] rows bottom first (0 x, 1 o, -1
 empty), "to_move": "x"|"o", "legal": [1-7...], "winner": "x"|"o"|"draw"|null,
@@ -105,10 +106,19 @@ def analysis_json(analysis) -> dict[str, Any]:
         "policy": [round(float(p), 4) for p in analysis.policy],
         "q": [number(x) for x in q],
         "visits": [int(v) for v in visits],
-        "value": number(analysis.value),
+        # The value of playing the improved policy: unlike the root value, it does
+        # not carry Gumbel search's underestimate (see search.SearchOutput).
+        "value": number(_position_value(analysis)),
+        "root_value": number(analysis.value),
         "chosen": int(analysis.action),
         "rule": getattr(analysis, "rule", ""),
     }
+
+
+def _position_value(analysis) -> float:
+    """The agent's value of the position: ``policy_value`` where known, else ``value``."""
+    policy_value = getattr(analysis, "policy_value", None)
+    return analysis.value if policy_value is None else policy_value
 
 
 def _parse_position(moves: str) -> Position:
