@@ -90,6 +90,12 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
     heat = page.query_selector_all("#heat .heat-cell")
     assert len(heat) == 7 and all("%" in cell.text_content() for cell in heat)
     assert "Agent (o) played column " + moves[1] in page.text_content("#value")
+    policy_colour = heat[0].evaluate("e => e.style.background")
+    page.select_option("#heat-by", "q")  # the heat map shows the values instead
+    assert page.query_selector("#heat .heat-cell").evaluate("e => e.style.background") != (
+        policy_colour
+    )
+    page.select_option("#heat-by", "policy")
     assert len(page.query_selector_all(".cell.last")) == 1
     assert len(page.query_selector_all(".cell.x")) == 1
     assert len(page.query_selector_all(".cell.o")) == 1

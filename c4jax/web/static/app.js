@@ -67,9 +67,17 @@ function renderHeat() {
     cell.dataset.col = String(c + 1);
     if (analysis) {
       const p = analysis.policy[c];
-      const strength = p / maxP;
-      cell.style.background = `rgba(31, 79, 168, ${(0.08 + 0.85 * strength).toFixed(3)})`;
-      cell.style.color = strength > 0.5 ? "#fff" : "#222";
+      const q = analysis.q[c];
+      if ($("heat-by").value === "q") {  // red (-1, a loss) .. white .. green (+1, a win)
+        const alpha = q === null ? 0 : Math.min(1, Math.abs(q)) * 0.85;
+        cell.style.background = q === null ? "#fff"
+          : q >= 0 ? `rgba(20, 150, 60, ${alpha.toFixed(3)})` : `rgba(200, 40, 40, ${alpha.toFixed(3)})`;
+        cell.style.color = alpha > 0.45 ? "#fff" : "#222";
+      } else {
+        const strength = p / maxP;
+        cell.style.background = `rgba(31, 79, 168, ${(0.08 + 0.85 * strength).toFixed(3)})`;
+        cell.style.color = strength > 0.5 ? "#fff" : "#222";
+      }
       if (analysis.chosen === c) cell.classList.add("chosen");
       const open = p > 0 || analysis.visits[c] > 0;
       cell.innerHTML = `<div class="p">${open ? (100 * p).toFixed(1) + "%" : "-"}</div>`
@@ -192,6 +200,7 @@ function undo() {
 async function init() {
   $("new-game").addEventListener("click", newGame);
   $("undo").addEventListener("click", undo);
+  $("heat-by").addEventListener("change", renderHeat);
   for (const id of ["player-x", "player-o"]) {
     $(id).addEventListener("change", () => { generation++; busy = false; render(); maybeAgent(); });
   }
