@@ -30,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from c4jax import checkpoints
-from c4jax.judge import arena, elo, registry, solver
+from c4jax.judge import arena, elo, perfect, registry, solver
 
 DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
 
@@ -114,6 +114,7 @@ def run_match(args) -> dict:
         raise ValueError(f"--games: got {args.games}, allowed: >= 1")
     _check_openings(args.openings)
     (name_a, agent_a), (name_b, agent_b) = registry.make_agent(args.a), registry.make_agent(args.b)
+    judge = perfect.make_move_judge() if args.judge else None
     start = time.perf_counter()
     result = arena.play_match(
         agent_a,
@@ -124,6 +125,7 @@ def run_match(args) -> dict:
         batch_size=args.batch_size,
         progress=True,
         desc=f"{name_a} vs {name_b}",
+        observer=judge,
     )
     summary = {
         "a": name_a,
@@ -134,6 +136,10 @@ def run_match(args) -> dict:
         "seconds": time.perf_counter() - start,
     }
     print(arena.format_match(summary))
+    if judge is not None:
+        summary["judged"] = judge.summary()
+        print(f"{name_a}'s {len(judge)} moves in these games, judged by the perfect solver:")
+        print(solver.format_report({name_a: {"played": summary["judged"]}}))
     return summary
 
 
@@ -291,6 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     match.add_argument(
         "--batch-size", type=int, default=256, help="games played at once (default 256)"
+    )
+    match.add_argument(
+        "--judge",
+        action="store_true",
+        help="also judge every move of A in these games with the perfect solver (mistake"
+        " rate on the positions A actually meets; needs the [solver] extra)",
     )
     _add_common(match)
 

@@ -204,3 +204,17 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
     train.train_and_evaluate(cfg, tmp_path, progress=False)
     steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
     assert steps == [1, 2, 3, 4]
+
+
+def test_strength_options_run_on_the_tiny_preset(tmp_path):
+    """Random openings, the mixed value target and another evaluation move, together."""
+    cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5)
+    cfg = dataclasses.replace(
+        cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy")
+    )
+    summary = train.train_and_evaluate(cfg, tmp_path, progress=False)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert summary["step"] == 2 and records[-1]["random_move_fraction"] > 0
+    assert "win_rate/lookahead" in records[-1]
+    values = np.asarray(summary["state"].replay.data.value)[: int(summary["state"].replay.size)]
+    assert np.any((values != 0) & (np.abs(values) != 1))  # mixed with the search value

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -148,13 +148,23 @@ def _build_match(static_a, static_b, num_pairs: int, opening_moves: int):
     return jax.jit(match)
 
 
+Observer = Callable[[env.State, np.ndarray, bool], None]  # (state[B], actions [B], is_a)
+
+
 def _play_on_host(
-    agent_a: Agent, agent_b: Agent, key: jax.Array, num_pairs: int, opening_moves: int
+    agent_a: Agent,
+    agent_b: Agent,
+    key: jax.Array,
+    num_pairs: int,
+    opening_moves: int,
+    observer: Observer | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The match of ``_build_match`` ply by ply from Python, for host agents.
 
     It draws the same keys in the same order as the compiled match, so a host
     agent that makes the same choices as a jittable one plays the same games.
+    ``observer(state, actions, is_a)``, if given, sees every half-batch ply
+    before it is played (finished games included).
 
     Returns:
         (winner [2, P], num_moves [2, P]) numpy.
@@ -176,8 +186,11 @@ def _play_on_host(
         for k_ply, a_in_first in ((k_even, a_moves_first_ply), (k_odd, not a_moves_first_ply)):
             k1, k2 = jax.random.split(k_ply)
             mover1, mover2 = (act_a, act_b) if a_in_first else (act_b, act_a)
-            g1 = step(g1, mover1(k1, g1))
-            g2 = step(g2, mover2(k2, g2))
+            m1, m2 = mover1(k1, g1), mover2(k2, g2)
+            if observer is not None:
+                observer(jax.device_get(g1), m1, a_in_first)
+                observer(jax.device_get(g2), m2, not a_in_first)
+            g1, g2 = step(g1, m1), step(g2, m2)
         i += 2
     winner = np.stack([np.asarray(g1.winner), np.asarray(g2.winner)])
     num_moves = np.stack([np.asarray(g1.num_moves), np.asarray(g2.num_moves)])
@@ -191,6 +204,7 @@ def play_games(
     num_games: int,
     *,
     opening_moves: int = 0,
+    observer: Observer | None = None,
 ) -> MatchResult:
     """Plays ``num_games`` games between two agents, colours alternated.
 
@@ -205,6 +219,9 @@ def play_games(
         key: PRNG key.
         num_games: games to play, >= 1.
         opening_moves: random plies before the agents take over, 0..41.
+        observer: ``observer(state[B], actions [B], is_a)`` called before every
+            ply of the agents (positions with numpy leaves, finished games
+            included); it makes the match run ply by ply from Python.
 
     Returns:
         A ``MatchResult`` from agent_a's side.
@@ -214,8 +231,10 @@ def play_games(
     if not 0 <= opening_moves < env.NUM_CELLS:
         raise ValueError(f"opening_moves must be in 0..41, got {opening_moves}")
     num_pairs = (num_games + 1) // 2
-    if protocol.is_host(agent_a) or protocol.is_host(agent_b):
-        winner, num_moves = _play_on_host(agent_a, agent_b, key, num_pairs, opening_moves)
+    if protocol.is_host(agent_a) or protocol.is_host(agent_b) or observer is not None:
+        winner, num_moves = _play_on_host(
+            agent_a, agent_b, key, num_pairs, opening_moves, observer
+        )
     else:
         static_a, arrays_a = split_agent(agent_a)
         static_b, arrays_b = split_agent(agent_b)
@@ -247,6 +266,7 @@ def play_match(
     batch_size: int = 256,
     progress: bool = False,
     desc: str | None = None,
+    observer: Observer | None = None,
 ) -> MatchResult:
     """``play_games`` in equal chunks of at most ``batch_size`` games.
 
@@ -254,7 +274,8 @@ def play_match(
     are dropped, so exactly ``num_games`` games count (colours alternated).
 
     Args:
-        agent_a, agent_b, key, opening_moves: as for ``play_games``.
+        agent_a, agent_b, key, opening_moves, observer: as for ``play_games``
+            (the observer also sees the surplus games of the last chunk).
         num_games: games that count, >= 1.
         batch_size: games played at once.
         progress: show a progress bar over the chunks, labelled ``desc``.
@@ -271,7 +292,12 @@ def play_match(
     for c in tqdm(range(num_chunks), desc=desc, disable=not progress, leave=False, unit="chunk"):
         parts.append(
             play_games(
-                agent_a, agent_b, jax.random.fold_in(key, c), size, opening_moves=opening_moves
+                agent_a,
+                agent_b,
+                jax.random.fold_in(key, c),
+                size,
+                opening_moves=opening_moves,
+                observer=observer,
             )
         )
     outcomes = np.concatenate([p.outcomes for p in parts])[:num_games]

@@ -10,6 +10,9 @@ move wins, the larger the sooner; 0 for a draw; negative when they lose.
   uniformly at random among equally scored ones. It never makes a mistake
   in the solver's sense (it never turns a win into a draw or loss, nor a draw
   into a loss) and, among winning moves, wins as fast as possible.
+* ``MoveJudge``: an arena observer that collects one agent's moves in real
+  games and judges each with the exact scores (the mistake rate on the
+  positions an agent actually meets, not only on the fixed Pons sets).
 
 Nothing is imported or loaded until first use; without the extra, both raise
 ``MissingSolverError`` saying how to install it.
@@ -25,6 +28,7 @@ import jax
 import numpy as np
 
 from c4jax import env
+from c4jax.judge import solver
 from c4jax.judge.protocol import HostAgent
 
 INSTALL_HINT = "pip install 'c4jax[solver]'  (or: pip install bitbully)"
@@ -96,3 +100,50 @@ def make_perfect_agent() -> HostAgent:
     """
     _solver()
     return HostAgent(_perfect_act)
+
+
+def make_move_judge() -> MoveJudge:
+    """A fresh ``MoveJudge``.
+
+    Raises:
+        MissingSolverError: bitbully is not installed (checked here, at once).
+    """
+    _solver()
+    return MoveJudge()
+
+
+class MoveJudge:
+    """Collects agent_a's moves in a match and judges them with the exact solver.
+
+    Pass it as ``observer`` to ``arena.play_games`` / ``play_match``; then
+    ``summary()`` gives ``solver.summarize``'s rates over every position in
+    which agent_a moved (live games only).
+    """
+
+    def __init__(self):
+        self._states: list[env.State] = []  # each [b] numpy
+        self._moves: list[np.ndarray] = []  # each [b] int32
+
+    def __call__(self, state: env.State, actions: np.ndarray, is_a: bool) -> None:
+        if not is_a:
+            return
+        live = ~np.asarray(state.terminated)
+        self._states.append(jax.tree.map(lambda x: np.asarray(x)[live], state))
+        self._moves.append(np.asarray(actions)[live])
+
+    def __len__(self) -> int:
+        return int(sum(m.size for m in self._moves))
+
+    def summary(self) -> dict:
+        """Mistake, non-trivial mistake and exact-best rates with 95% intervals.
+
+        Raises:
+            MissingSolverError: bitbully is not installed.
+            ValueError: no move was collected.
+        """
+        if not len(self):
+            raise ValueError("no move of the judged agent was seen")
+        state = jax.tree.map(lambda *x: np.concatenate(x), *self._states)
+        scores = move_scores(state)
+        legal = np.asarray(env.legal_action_mask(state))
+        return solver.summarize(solver.judge_moves(scores, legal, np.concatenate(self._moves)))

@@ -137,3 +137,21 @@ def test_round_robin_plays_every_pair_once():
     played = arena.round_robin(pool, jax.random.PRNGKey(0), 4, batch_size=4)
     assert [(i, j) for i, j, _ in played] == [(0, 1), (0, 2), (1, 2)]
     assert all(result.num_games == 4 for _, _, result in played)
+
+
+def test_an_observer_sees_every_ply_and_does_not_change_the_games():
+    seen = []
+
+    def observer(state, actions, is_a):
+        seen.append((int(np.sum(~np.asarray(state.terminated))), np.asarray(actions).shape, is_a))
+
+    key = jax.random.key(5)
+    plain = arena.play_games(agents.lookahead_agent, agents.random_agent, key, 6, opening_moves=2)
+    watched = arena.play_games(
+        agents.lookahead_agent, agents.random_agent, key, 6, opening_moves=2, observer=observer
+    )
+    np.testing.assert_array_equal(plain.outcomes, watched.outcomes)
+    np.testing.assert_array_equal(plain.num_moves, watched.num_moves)
+    assert all(shape == (3,) for _, shape, _ in seen)  # a half-batch: 3 pairs
+    live_plies = sum(live for live, _, _ in seen)
+    assert live_plies == int(watched.num_moves.sum()) - 2 * 6  # all plies after the opening

@@ -70,3 +70,31 @@ def test_without_the_extra_a_clear_error_says_how_to_install(tmp_path):
     assert out.returncode == 2, out.stderr[-2000:]
     assert "pip install 'c4jax[solver]'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_move_judge_finds_no_mistake_of_perfect_and_many_of_random():
+    _, perfect_agent = registry.make_agent("perfect")
+    _, random_agent = registry.make_agent("random")
+    for agent, opponent, is_perfect in [
+        (perfect_agent, random_agent, True),
+        (random_agent, perfect_agent, False),
+    ]:
+        judge = perfect.make_move_judge()
+        arena.play_games(agent, opponent, jax.random.key(1), 4, observer=judge, opening_moves=2)
+        summary = judge.summary()
+        assert summary["positions"] == len(judge) > 4
+        if is_perfect:
+            assert summary["mistakes"] == 0 and summary["exact_best_rate"] == 1.0
+        else:
+            assert summary["mistakes"] > 0
+
+
+def test_match_judge_flag_prints_the_solver_verdict():
+    out = subprocess.run(
+        [sys.executable, "-m", "c4jax.evaluate", "match", "lookahead", "random", "--games", "4",
+         "--judge"],
+        capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}, cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "moves in these games, judged by the perfect solver" in out.stdout

@@ -1,0 +1,62 @@
+"""Which move should an evaluating Gumbel agent play? Mistake rates on the Pons sets.
+
+For one checkpoint and each simulation count, compares ``search.evaluation_move``:
+``halving`` (mctx's survivor of sequential halving), ``policy`` (argmax of the
+improved policy) and ``q`` (argmax of the search's Q-values), on the same
+positions (all six sets, 1000 each unless ``--positions``).
+
+    python -m bench.ablate_eval_move runs/X:100 --sims 16,64 --json bench/results/eval_move.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import sys
+from pathlib import Path
+
+import jax
+
+from c4jax import checkpoints, network
+from c4jax.judge import agents, solver
+
+MOVES = ("halving", "policy", "q")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ablate_eval_move")
+    parser.add_argument("run", help="RUN_DIR or RUN_DIR:STEP")
+    parser.add_argument("--sims", default="16,64")
+    parser.add_argument("--positions", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    checkpoints.quiet_orbax_logs()
+    run, _, step = args.run.partition(":")
+    restored = checkpoints.restore_variables(run, int(step) if step else None)
+    apply_fn = network.make_apply_fn(network.make_network(restored.config.network))
+    rows = {}
+    for sims in [int(s) for s in args.sims.split(",")]:
+        for move in MOVES:
+            search_config = dataclasses.replace(restored.config.search, evaluation_move=move)
+            act = agents.make_alphazero_act(apply_fn, search_config, num_simulations=sims)
+            agent = functools.partial(act, restored.variables)
+            out = solver.evaluate_agent(
+                agent, jax.random.key(0), solver.SET_NAMES, args.positions, batch_size=500
+            )
+            name = f"{sims} sims, {move}"
+            rows[name] = out
+            rates = "  ".join(f"{s} {100 * r['mistake_rate']:5.1f}" for s, r in out.items())
+            mean = 100 * sum(r["mistake_rate"] for r in out.values()) / len(out)
+            print(f"{name:18s} {rates}  mean {mean:5.2f}", flush=True)
+    print(solver.format_table(rows))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"run": args.run, "step": restored.step, "results": rows},
+                                        indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
