@@ -56,12 +56,15 @@ class Analysis:
 
     The move played is ``action``; ``policy`` is the search's improved policy
     (with Gumbel search, ``search.evaluation_move`` says whether ``action`` is
-    its argmax, the best ``q`` or the survivor of sequential halving, which is
-    also the most visited move), so show ``action`` marked next to them.
+    its argmax, the best ``q`` or the survivor of sequential halving, one of
+    the most visited moves), so show ``action`` marked next to them.
     """
 
     policy: np.ndarray  # [A] float32 improved policy (0 on full columns)
-    value: float  # expected result in [-1, 1]: +1 the player to move wins
+    # The search's root value, expected result in [-1, 1], +1 = the player to
+    # move wins (under Gumbel search it underrates won positions: see
+    # ``search.SearchOutput``; ``policy_value`` does not).
+    value: float
     action: int  # the 0-based column the agent plays (the same search)
     # [A] float32 the search's value of each move for the player to move, in
     # [-1, 1]; NaN where it was not searched (full columns, or no simulations).
