@@ -218,7 +218,7 @@ def _run_and_interrupt(args, marker, delay):
 
 
 @pytest.mark.parametrize(
-    "marker, delay", [("Loading", 0.3), ("thinking...", 0.5)], ids=["loading", "thinking"]
+    "marker, delay", [("Loading", 0.1), ("thinking...", 0.2)], ids=["loading", "thinking"]
 )
 def test_ctrl_c_exits_130_with_a_short_message(tiny_run, marker, delay):
     # 2000 simulations: the first agent move compiles and searches for seconds.
