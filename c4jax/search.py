@@ -63,6 +63,10 @@ class SearchOutput:
     policy: jax.Array  # [B, A] float32 improved policy: the training target
     root_value: jax.Array  # [B] float32 search value for the player to move
     policy_value: jax.Array  # [B] float32 value of ``policy``: sum_a policy[a] * Q[a]
+    # [B, A] float32 each move's Q for the player to move: its backed-up mean
+    # where visited, else ``root_value`` (the Q used by ``policy_value``).
+    qvalues: jax.Array | None = None
+    visit_counts: jax.Array | None = None  # [B, A] int32 root visits per move (0 without search)
 
 
 SearchFn = Callable[..., SearchOutput]
@@ -195,6 +199,8 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
         if num_simulations == 0:
             policy = jax.nn.softmax(logits, axis=-1)
             policy_value = value
+            qvalues = jnp.broadcast_to(value[:, None], logits.shape)
+            visit_counts = jnp.zeros(logits.shape, jnp.int32)
             if evaluation:
                 action = _masked_argmax(logits, legal)
             else:
@@ -242,6 +248,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
             root_value = summary.value
             visited = summary.visit_counts > 0
             qvalues = jnp.where(visited, summary.qvalues, root_value[:, None])
+            visit_counts = summary.visit_counts
             weights = jnp.where(legal, policy, 0.0)
             weights = weights / jnp.maximum(jnp.sum(weights, axis=-1, keepdims=True), 1e-9)
             policy_value = jnp.sum(weights * qvalues, axis=-1)
@@ -256,6 +263,8 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
             policy=policy,
             root_value=jnp.where(live, root_value, terminal_value(state)).astype(jnp.float32),
             policy_value=jnp.where(live, policy_value, terminal_value(state)).astype(jnp.float32),
+            qvalues=qvalues.astype(jnp.float32),
+            visit_counts=jnp.where(live[:, None], visit_counts, 0).astype(jnp.int32),
         )
 
     return search_fn

@@ -1,6 +1,13 @@
-"""The terminal game: scripted input, bad input re-prompts, whole games, quitting."""
+"""The terminal game: scripted input, bad input re-prompts, whole games, quitting,
+rematches, starting positions, and Ctrl-C in a real process."""
 
 import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -56,8 +63,8 @@ def test_bad_input_reprompts_with_a_reason_then_human_wins():
     assert "You win" in text
     assert len(input_fn.prompts) == len(lines)
     # The board is shown with a column-number line, and the agent's analysis.
-    assert env.render(env.from_moves("1")) + play.COLUMN_LINE in printed
-    assert "value estimate +0.25" in text and "1:100.0%" in text
+    assert play.board_text("1") in printed
+    assert "value of the position: +0.25" in text and "100.0%" in text and "^ play" in text
 
 
 @pytest.mark.parametrize("ending", [["q"], ["quit"], []])  # [] = end of input
@@ -92,7 +99,7 @@ def test_whole_game_against_the_tiny_agent(tiny_run):
     result = play.play_loop(player, lambda prompt: next(columns), printed.append, False)
     assert result in ("human", "agent", "draw")
     text = "\n".join(printed)
-    assert "Agent plays column" in text and "move probabilities" in text
+    assert "Agent (x) plays column" in text and "policy" in text and "thinking..." in text
     assert printed[-1] in ("You win. Congratulations!", "The agent wins.", "The game is a draw.")
 
 
@@ -101,3 +108,166 @@ def test_main_missing_run_exits_2(tmp_path, capsys):
     assert "not a run directory" in capsys.readouterr().err
     assert play.main([str(tmp_path), "--sims", "-3"]) == 2
     assert "--sims" in capsys.readouterr().err
+
+
+def test_board_text_marks_the_last_move_and_the_winning_line():
+    text = play.board_text("1212121")  # x wins in column 1
+    lines = text.splitlines()
+    assert lines[-1].split() == list("1234567")
+    assert "[X]" in lines[2]  # the last stone, part of the four
+    assert sum(line.count("X") for line in lines) == 4 and "x" not in text
+    assert text.count("o") == 3
+    assert "\033[" not in text
+    coloured = play.board_text("44", colour=True)
+    assert "\033[31m" in coloured and "\033[33m" in coloured
+    assert "[" in play.board_text("4") and "[" not in play.board_text("")
+
+
+def test_format_analysis_marks_the_chosen_column():
+    policy = np.array([0.05, 0.4, 0.0, 0.3, 0.1, 0.1, 0.05], np.float32)
+    q = np.array([0.1, -0.2, np.nan, 0.5, 0.0, 0.0, -0.1], np.float32)
+    visits = np.array([1, 3, 0, 8, 2, 1, 1], np.int32)
+    analysis = Analysis(policy, 0.2, 3, q=q, visits=visits, rule="the most visited move")
+    lines = play.format_analysis(analysis, "o").splitlines()
+    assert lines[0].startswith("Agent (o) plays column 4.")
+    columns = lines[1].split()[1:]
+    marker = lines[-2]
+    # The "^ play" marker stands under column 4's number.
+    assert marker.index("^") == lines[1].index(columns[3]) - len("^ play") + 1
+    assert "40.0%" in lines[2] and lines[3].split()[3] == "-"  # full column: no value
+    assert lines[4].split()[1:] == [str(v) for v in visits]
+    assert "the most visited move" in lines[-1]
+
+
+def test_game_from_a_position_and_a_rematch():
+    # From "23" (x to move) the human plays x and stacks four in column 7 while
+    # the agent fills column 1; rematch, the agent plays x this time, and the
+    # human quits.
+    printed = []
+    lines = ["y", "7", "7", "7", "7", "y", "n", "q"]
+    results = play.play_games(
+        FirstLegalPlayer(), scripted(lines), printed.append, None, moves="23"
+    )
+    assert results == ["human", "quit"]
+    text = "\n".join(printed)
+    assert "You win" in text and "You quit" in text
+    assert play.board_text("23") in printed  # each game starts from the given position
+
+
+def test_decline_rematch_and_fixed_first():
+    printed = []
+    lines = ["7", "7", "7", "7", "no"]
+    assert play.play_games(FirstLegalPlayer(), scripted(lines), printed.append, "human") == [
+        "human"
+    ]
+    assert printed[-1] == "Bye."
+    # End of input at the rematch prompt also ends cleanly.
+    assert play.play_games(FirstLegalPlayer(), scripted(lines[:4]), [].append, "human") == [
+        "human"
+    ]
+
+
+def test_main_rejects_bad_starting_moves(capsys):
+    assert play.main(["--moves", "44x"]) == 2
+    assert "--moves" in capsys.readouterr().err
+    assert play.main(["--moves", "1212121"]) == 2
+    assert "already over" in capsys.readouterr().err
+
+
+def test_main_plays_from_a_position(tiny_run, monkeypatch, capsys):
+    answers = iter(["1", "q"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    assert play.main([str(tiny_run), "--sims", "0", "--first", "agent", "--moves", "4453"]) == 0
+    out = capsys.readouterr().out
+    assert "Loaded" in out and "thinking..." in out and "Agent (x) plays column" in out
+    assert play.board_text("4453") in out
+
+
+def _run_and_interrupt(args, marker, delay):
+    """Starts ``python -m c4jax.play ARGS``, sends SIGINT ``delay`` s after ``marker``
+    appears in its output; returns (exit code, output)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c4jax.play", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu"},
+    )
+    chunks = []
+    seen = threading.Event()
+
+    def read():
+        for line in proc.stdout:
+            chunks.append(line)
+            if marker in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert seen.wait(120), f"never printed {marker!r}: {''.join(chunks)}"
+        time.sleep(delay)
+        assert proc.poll() is None, "".join(chunks)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    finally:
+        proc.kill()
+    reader.join(10)
+    return code, "".join(chunks)
+
+
+@pytest.mark.parametrize(
+    "marker, delay", [("Loading", 0.1), ("thinking...", 0.2)], ids=["loading", "thinking"]
+)
+def test_ctrl_c_exits_130_with_a_short_message(tiny_run, marker, delay):
+    # 2000 simulations: the first agent move compiles and searches for seconds.
+    args = [str(tiny_run), "--sims", "2000", "--first", "agent"]
+    code, out = _run_and_interrupt(args, marker, delay)
+    assert code == 130, out
+    assert "Interrupted. Bye." in out
+    assert "Traceback" not in out and "Segmentation" not in out
+    after = out.split(marker, 1)[1].strip().splitlines()
+    assert after[-1] == "Interrupted. Bye." and len(after) <= 3, out
+
+
+def test_keys_typed_while_the_agent_thinks_are_not_echoed_and_dropped(tiny_run):
+    """In a real terminal (a pty): "5<enter>" typed during the agent's first move
+    neither shows up nor becomes the human's move."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c4jax.play", str(tiny_run), "--sims", "2000",
+         "--first", "agent"],
+        stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu", "NO_COLOR": "1"},
+    )
+    os.close(slave)
+    output = bytearray()
+
+    def read_until(text, timeout=120):
+        deadline = time.monotonic() + timeout
+        while text.encode() not in output:
+            assert time.monotonic() < deadline, f"never printed {text!r}: {output.decode()}"
+            try:
+                output.extend(os.read(master, 4096))
+            except OSError:  # the child closed the terminal
+                assert text.encode() in output, output.decode()
+        return output.decode()
+
+    try:
+        read_until("thinking...")
+        os.write(master, b"5\n")
+        read_until("your move")
+        time.sleep(0.5)  # a typed-ahead "5" would be read as the move by now
+        os.write(master, b"q\n")
+        read_until("Bye.")
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+        os.close(master)
+    text = output.decode()
+    thinking = text.split("thinking...", 1)[1].split("Agent (x) plays", 1)[0]
+    assert "5" not in thinking  # not echoed into the board
+    assert "You play column 5" not in text and "You quit" in text

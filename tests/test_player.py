@@ -1,10 +1,12 @@
 """Player on the tiny checkpoint: legal moves, wins in one, analyses, bad input."""
 
+import logging
+
 import numpy as np
 import pytest
 
 from c4jax import env
-from c4jax.player import Player
+from c4jax.player import Move, Player
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +38,17 @@ def test_best_move_is_a_legal_zero_based_column(player, network_only, moves):
     legal = np.asarray(env.legal_action_mask(env.from_moves(moves)))
     for p in (player, network_only):
         move = p.best_move(moves)
-        assert isinstance(move, int)
-        assert 0 <= move < env.NUM_COLS and legal[move]
+        assert isinstance(move, Move)
+        assert 0 <= move.index < env.NUM_COLS and legal[move.index]
+        assert move.column == move.index + 1 and move.char == str(move.column)
+        assert p.play(moves) == moves + move.char
 
 
 @pytest.mark.parametrize("moves", ["112233", "121212", "556677", "7121212", "445566"])
 def test_search_takes_a_win_in_one(player, moves):
     wins = _winning_columns(moves)
     assert wins, "test position must have a win in one"
-    assert player.best_move(moves) in wins
+    assert player.best_move(moves).index in wins
 
 
 @pytest.mark.parametrize("moves", ["", "111111", "111111222222333333"])
@@ -91,4 +95,38 @@ def test_player_is_exported_at_the_package_level():
 
 def test_analysis_action_is_the_best_move(player):
     for moves in ["", "4453", "121212"]:
-        assert player.analyse(moves).action == player.best_move(moves)
+        analysis = player.analyse(moves)
+        assert analysis.action == player.best_move(moves).index
+        assert analysis.move == player.best_move(moves)
+
+
+@pytest.mark.parametrize("moves", ["", "111111", "4453"])
+def test_analysis_shows_what_the_search_decided_with(player, network_only, moves):
+    legal = np.asarray(env.legal_action_mask(env.from_moves(moves)))
+    analysis = player.analyse(moves)
+    assert analysis.q.shape == analysis.visits.shape == (env.NUM_ACTIONS,)
+    assert analysis.visits.sum() == player.num_simulations
+    assert np.all(np.isnan(analysis.q[~legal])) and np.all(analysis.visits[~legal] == 0)
+    visited = analysis.visits > 0
+    assert np.all(np.abs(analysis.q[visited]) <= 1.0)
+    assert np.all(np.isnan(analysis.q[~visited]))
+    # The tiny preset plays the survivor of sequential halving: a most visited move.
+    assert player.config.search.evaluation_move == "halving"
+    assert analysis.visits[analysis.action] == analysis.visits.max()
+    assert "sequential halving" in analysis.rule
+    alone = network_only.analyse(moves)
+    assert np.all(alone.visits == 0) and np.all(np.isnan(alone.q))
+    assert alone.action == int(np.argmax(alone.policy))
+    assert "network alone" in alone.rule
+
+
+def test_with_simulations_shares_the_network(player):
+    other = player.with_simulations(8)
+    assert other.num_simulations == 8 and other.variables is player.variables
+    assert other.analyse("4453").visits.sum() == 8
+
+
+def test_loading_prints_no_absl_warnings(tiny_run, caplog):
+    with caplog.at_level(logging.WARNING):
+        Player.from_checkpoint(tiny_run, num_simulations=0)
+    assert not [r for r in caplog.records if r.name == "absl"], caplog.text

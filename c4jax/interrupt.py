@@ -1,0 +1,93 @@
+"""Ctrl-C for interactive command lines: a short message and exit code 130, at once.
+
+    interrupt.exit_on_interrupt("Interrupted.")   # first thing in a command's entry point
+
+Why not ``except KeyboardInterrupt``: Python runs signal handlers only between
+bytecodes of the main thread, so a Ctrl-C while XLA compiles or runs waits for
+it, and the ``KeyboardInterrupt`` then raised somewhere inside JAX or Orbax
+(or during interpreter teardown, with their threads still running) printed
+hundreds of lines of tracebacks, or crashed with a segmentation fault.
+
+Instead the C-level signal handler writes the signal number to a socket
+(``signal.set_wakeup_fd``) that a daemon thread waits on. That thread restores
+the terminal's settings, prints the message and ends the process with
+``os._exit``, which skips the teardown. Only the standard library is imported
+here, so it can be installed before JAX loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable
+
+EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
+
+
+def _terminal_settings():
+    """``(fd, termios attributes)`` of stdin if it is a terminal, else None."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        if os.isatty(fd):
+            return fd, termios.tcgetattr(fd)
+    except (ImportError, OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def exit_now(message: str, code: int = EXIT_CODE, terminal=None) -> None:
+    """Flushes stdout, prints ``message`` on stderr and ends the process (no teardown)."""
+    if terminal is not None:
+        import termios
+
+        with contextlib.suppress(Exception):
+            termios.tcsetattr(terminal[0], termios.TCSANOW, terminal[1])
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        os.write(2, f"\n{message}\n".encode())
+    os._exit(code)
+
+
+def exit_on_interrupt(
+    message: str = "Interrupted.", code: int = EXIT_CODE
+) -> Callable[[], None]:
+    """Makes every later SIGINT end the process with ``message`` (stderr) and ``code``.
+
+    Must be called from the main thread (``signal`` requires it). Intended for
+    command-line entry points, not for library code or tests.
+
+    Returns:
+        ``release()``: puts Python's usual Ctrl-C handling back (for a part that
+        handles it itself, such as a web server's graceful shutdown).
+    """
+    terminal = _terminal_settings()
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    # A Python-level handler must be installed for the wakeup fd to be written;
+    # it does nothing: the thread below ends the process.
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+
+    def wait() -> None:
+        del_guard = writer  # noqa: F841 - the socket must live as long as the thread
+        while True:
+            data = reader.recv(64)
+            if not data:
+                return
+            if signal.SIGINT in data:
+                exit_now(message, code, terminal)
+
+    def release() -> None:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        writer.close()  # the thread sees the end of the socket and returns
+
+    threading.Thread(target=wait, name="c4jax-interrupt", daemon=True).start()
+    return release

@@ -1,0 +1,226 @@
+// The Connect Four page: talks to the stateless JSON API of c4jax/web/app.py.
+"use strict";
+
+const SIMS_CHOICES = [0, 4, 16, 64, 200, 800, 2000];
+const AGENT_DELAY_MS = 150; // a pause between agent moves, so agent-vs-agent games can be followed
+
+let moves = "";          // the game so far, digits 1-7
+let position = null;     // the server's JSON of the position after `moves`
+let analysis = null;     // the agent's view before its last move (+ `mark`, the side it played)
+let generation = 0;      // bumped by new game / undo / settings: late agent replies are dropped
+let busy = false;        // an agent move is on its way
+
+const $ = (id) => document.getElementById(id);
+
+async function api(path, body) {
+  const options = body === undefined ? {} : {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  };
+  const response = await fetch(path, options);
+  const data = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+function controller(mark) { return $("player-" + mark).value; }
+function showError(text) { $("error").textContent = text || ""; }
+function fmt(x) { return x === null || x === undefined ? "-" : (x >= 0 ? "+" : "") + x.toFixed(2); }
+
+function playable(col) {
+  return position && !busy && !position.winner && controller(position.to_move) === "human"
+    && position.legal.includes(col);
+}
+
+function renderBoard() {
+  const board = $("board");
+  board.textContent = "";
+  const wins = new Set((position ? position.winning_line : []).map(([r, c]) => `${r},${c}`));
+  const last = position && position.last_move ? position.last_move.join(",") : "";
+  for (let c = 0; c < 7; c++) {
+    const col = document.createElement("div");
+    col.className = "col" + (playable(c + 1) ? " playable" : "");
+    col.dataset.col = String(c + 1);
+    col.title = `column ${c + 1}`;
+    col.addEventListener("click", () => onColumn(c + 1));
+    for (let r = 0; r < 6; r++) {
+      const cell = document.createElement("div");
+      const who = position ? position.board[r][c] : -1;
+      cell.className = "cell" + (who === 0 ? " x" : who === 1 ? " o" : "");
+      if (`${r},${c}` === last) cell.classList.add("last");
+      if (wins.has(`${r},${c}`)) cell.classList.add("win");
+      cell.dataset.row = String(r);
+      col.appendChild(cell);
+    }
+    board.appendChild(col);
+  }
+}
+
+function renderHeat() {
+  const heat = $("heat");
+  heat.textContent = "";
+  const maxP = analysis ? Math.max(...analysis.policy, 1e-9) : 1;
+  for (let c = 0; c < 7; c++) {
+    const cell = document.createElement("div");
+    cell.className = "heat-cell";
+    cell.dataset.col = String(c + 1);
+    if (analysis) {
+      const p = analysis.policy[c];
+      const q = analysis.q[c];
+      if ($("heat-by").value === "q") {  // red (-1, a loss) .. white .. green (+1, a win)
+        const alpha = q === null ? 0 : Math.min(1, Math.abs(q)) * 0.85;
+        cell.style.background = q === null ? "#fff"
+          : q >= 0 ? `rgba(20, 150, 60, ${alpha.toFixed(3)})` : `rgba(200, 40, 40, ${alpha.toFixed(3)})`;
+        cell.style.color = alpha > 0.45 ? "#fff" : "#222";
+      } else {
+        const strength = p / maxP;
+        cell.style.background = `rgba(31, 79, 168, ${(0.08 + 0.85 * strength).toFixed(3)})`;
+        cell.style.color = strength > 0.5 ? "#fff" : "#222";
+      }
+      if (analysis.chosen === c) cell.classList.add("chosen");
+      const open = p > 0 || analysis.visits[c] > 0;
+      cell.innerHTML = `<div class="p">${open ? (100 * p).toFixed(1) + "%" : "-"}</div>`
+        + `<div class="q">q ${fmt(analysis.q[c])}</div><div class="n">n ${analysis.visits[c]}</div>`;
+      cell.title = `column ${c + 1}: policy ${(100 * p).toFixed(1)}%, value ${fmt(analysis.q[c])},`
+        + ` ${analysis.visits[c]} simulations`;
+    } else {
+      cell.innerHTML = `<div class="p">-</div>`;
+    }
+    heat.appendChild(cell);
+  }
+  $("value").textContent = analysis
+    ? `Agent (${analysis.mark}) played column ${analysis.chosen + 1} (${analysis.rule || "its choice"});`
+      + ` its value of the position: ${fmt(analysis.value)} (+1 = it wins, -1 = it loses).`
+    : "The agent's view of each column shows here after its move.";
+}
+
+function renderStatus() {
+  const status = $("status");
+  status.classList.remove("over");
+  if (!position) { status.textContent = "Loading..."; return; }
+  const who = (mark) => `${mark} (${controller(mark) === "human" ? "human" : "agent"})`;
+  if (position.winner === "draw") {
+    status.textContent = "Game over: a draw.";
+    status.classList.add("over");
+  } else if (position.winner) {
+    status.textContent = `Game over: ${who(position.winner)} wins.`;
+    status.classList.add("over");
+  } else if (busy) {
+    status.textContent = `Agent (${position.to_move}) is thinking...`;
+  } else if (controller(position.to_move) === "human") {
+    status.textContent = `${who(position.to_move)} to move: click a column.`;
+  } else {
+    status.textContent = `${who(position.to_move)} to move.`;
+  }
+}
+
+function render() {
+  renderBoard();
+  renderHeat();
+  renderStatus();
+  $("moves").textContent = moves || "(empty board)";
+  $("undo").disabled = moves.length === 0;
+}
+
+async function setPosition(newMoves) {
+  const gen = ++generation;
+  busy = false;
+  try {
+    const data = await api("/api/state", { moves: newMoves });
+    if (gen !== generation) return;
+    position = data;
+    moves = data.moves;
+    showError("");
+  } catch (err) {
+    showError(err.message);
+  }
+  render();
+  maybeAgent();
+}
+
+async function maybeAgent() {
+  if (!position || position.winner || busy || controller(position.to_move) !== "agent") return;
+  const gen = generation;
+  busy = true;
+  render();
+  const mark = position.to_move;
+  try {
+    const data = await api("/api/move", { moves, sims: Number($("sims").value) });
+    if (gen !== generation) return;
+    position = data;
+    moves = data.moves;
+    analysis = { ...data.analysis, mark };
+    showError("");
+  } catch (err) {
+    if (gen !== generation) return;
+    showError(err.message);
+  } finally {
+    if (gen === generation) {
+      busy = false;
+      render();
+    }
+  }
+  if (gen === generation && !$("error").textContent) setTimeout(maybeAgent, AGENT_DELAY_MS);
+}
+
+async function onColumn(col) {
+  if (!playable(col)) return;
+  const gen = generation;
+  try {
+    const data = await api("/api/state", { moves, column: col });
+    if (gen !== generation) return;
+    position = data;
+    moves = data.moves;
+    showError("");
+  } catch (err) {
+    showError(err.message);
+  }
+  render();
+  maybeAgent();
+}
+
+function newGame() {
+  analysis = null;
+  setPosition("");
+}
+
+function undo() {
+  if (!moves) return;
+  let back = moves.slice(0, -1);
+  const humans = ["x", "o"].filter((m) => controller(m) === "human");
+  // Back to the last position where a human is to move (if anyone is human).
+  while (back.length > 0 && humans.length > 0 && !humans.includes(back.length % 2 ? "o" : "x")) {
+    back = back.slice(0, -1);
+  }
+  analysis = null;
+  setPosition(back);
+}
+
+async function init() {
+  $("new-game").addEventListener("click", newGame);
+  $("undo").addEventListener("click", undo);
+  $("heat-by").addEventListener("change", renderHeat);
+  for (const id of ["player-x", "player-o"]) {
+    $(id).addEventListener("change", () => { generation++; busy = false; render(); maybeAgent(); });
+  }
+  try {
+    const info = await api("/api/info");
+    const choices = [...new Set([...SIMS_CHOICES, info.default_sims])]
+      .filter((n) => n <= info.max_sims).sort((a, b) => a - b);
+    for (const n of choices) {
+      const option = document.createElement("option");
+      option.value = String(n);
+      option.textContent = n === 0 ? "0 (network alone)" : String(n);
+      option.selected = n === info.default_sims;
+      $("sims").appendChild(option);
+    }
+    $("source").textContent = `Agent: ${info.source || info.agents[0]}`
+      + ` (${info.default_sims} simulations per move by default).`;
+  } catch (err) {
+    showError(err.message);
+  }
+  await setPosition("");
+}
+
+init();

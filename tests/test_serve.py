@@ -1,0 +1,249 @@
+"""The web app's API (in process, fastapi's TestClient) and the serve command line."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from c4jax import serve
+from c4jax.player import Analysis, Player
+from c4jax.position import Position
+from c4jax.web.app import MAX_BODY, MAX_SIMULATIONS, make_app
+
+DRAW = "472424756645422154157737216635626711335331"  # 42 moves, no four
+
+
+class FirstLegalPlayer:
+    """A stand-in agent: the leftmost open column, with made-up numbers."""
+
+    def __init__(self, num_simulations=4):
+        self.num_simulations = num_simulations
+        self.calls = []
+
+    def with_simulations(self, n):
+        return FirstLegalPlayer(n)
+
+    def analyse(self, moves):
+        self.calls.append(moves)
+        legal = Position.parse(moves).legal
+        policy = np.zeros(7, np.float32)
+        policy[list(legal)] = 1 / len(legal)
+        q = np.full(7, np.nan, np.float32)
+        q[legal[0]] = 0.5
+        visits = np.zeros(7, np.int32)
+        visits[legal[0]] = self.num_simulations
+        return Analysis(policy, 0.25, legal[0], q=q, visits=visits, rule="first legal")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(make_app(FirstLegalPlayer(), source="stand-in")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def real_client(tiny_run):
+    player = Player.from_checkpoint(tiny_run, num_simulations=16)
+    with TestClient(make_app(player)) as c:
+        yield c
+
+
+def test_page_and_assets_are_served_locally(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    for asset in ("/static/app.js", "/static/style.css"):
+        assert client.get(asset).status_code == 200
+        assert f'"{asset}"' in page.text
+    # No external resources: every src/href is local.
+    assert "http://" not in page.text and "https://" not in page.text and "//" not in (
+        client.get("/static/style.css").text.replace("://", "")
+    )
+    info = client.get("/api/info").json()
+    assert info == {"agents": ["c4jax"], "source": "stand-in", "default_sims": 4,
+                    "max_sims": MAX_SIMULATIONS}
+
+
+def test_state_of_a_position_and_a_human_move(client):
+    data = client.post("/api/state", json={"moves": "4453"}).json()
+    assert data["moves"] == "4453" and data["to_move"] == "x" and data["winner"] is None
+    assert data["legal"] == [1, 2, 3, 4, 5, 6, 7] and data["last_move"] == [0, 2]
+    assert data["board"][0] == [-1, -1, 1, 0, 0, -1, -1] and data["board"][1][3] == 1
+    moved = client.post("/api/state", json={"moves": "4453", "column": 6}).json()
+    assert moved["moves"] == "44536" and moved["last_move"] == [0, 5]
+    assert client.post("/api/state", json={}).json()["moves"] == ""
+
+
+def test_winner_and_winning_line(client):
+    data = client.post("/api/state", json={"moves": "121212", "column": 1}).json()
+    assert data["winner"] == "x" and data["legal"] == []
+    assert data["winning_line"] == [[0, 0], [1, 0], [2, 0], [3, 0]]
+    # A diagonal, and a draw (a full board without four in a row).
+    won = client.post("/api/state", json={"moves": "1223433454", "column": 4}).json()
+    assert won["winner"] == "x" and won["winning_line"] == [[0, 0], [1, 1], [2, 2], [3, 3]]
+    assert won["last_move"] == [3, 3]
+    draw = client.post("/api/state", json={"moves": DRAW}).json()
+    assert draw["winner"] == "draw" and draw["winning_line"] == [] and draw["legal"] == []
+
+
+@pytest.mark.parametrize(
+    "path, body, status, reason",
+    [
+        ("/api/state", {"moves": "4453", "column": 9}, 422, "column: got 9, allowed 1-7"),
+        ("/api/state", {"moves": "4453", "column": 0}, 422, "column: got 0"),
+        ("/api/state", {"moves": "111111", "column": 1}, 422, "column 1 is full"),
+        ("/api/state", {"moves": "1111111"}, 422, "column 1 is full"),
+        ("/api/state", {"moves": "44x"}, 422, "'x' is not a column 1-7"),
+        ("/api/state", {"moves": "4 4"}, 422, "is not a column"),
+        ("/api/state", {"moves": 44}, 422, "moves: Input should be a valid string"),
+        ("/api/state", {"moves": "4", "column": "5"}, 422, "column: Input should be"),
+        ("/api/state", {"moves": "4", "column": 5.5}, 422, "column"),
+        ("/api/state", {"moves": "4", "extra": 1}, 422, "extra"),
+        ("/api/state", {"moves": "1212121", "column": 3}, 422, "the game is over"),
+        ("/api/state", {"moves": "12121213"}, 422, "the game already ended"),
+        ("/api/state", {"moves": "1" * 43}, 422, "at most 42"),
+        ("/api/move", {"moves": "1212121"}, 422, "the game is over"),
+        ("/api/move", {"moves": "4", "agent": "stockfish"}, 422, "unknown agent 'stockfish'"),
+        ("/api/move", {"moves": "4", "sims": -1}, 422, "sims: got -1, allowed 0-2000"),
+        ("/api/move", {"moves": "4", "sims": 2001}, 422, "sims: got 2001"),
+        ("/api/move", {"moves": "4", "sims": True}, 422, "sims"),
+        ("/api/move", {"moves": "9"}, 422, "'9' is not a column 1-7"),
+        ("/api/move", [1, 2], 422, "Input should be an object"),
+    ],
+)
+def test_bad_requests_get_a_4xx_json_reason(client, path, body, status, reason):
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    assert reason in response.json()["error"]
+    assert "Traceback" not in response.text
+
+
+def test_malformed_and_oversized_bodies(client):
+    response = client.post("/api/move", content=b'{"moves": "44', headers={
+        "content-type": "application/json"})
+    assert response.status_code == 400 and "Invalid JSON" in response.json()["error"]
+    big = json.dumps({"moves": "1" * (MAX_BODY + 10)})
+    response = client.post("/api/move", content=big)
+    assert response.status_code == 413 and "too large" in response.json()["error"]
+
+    def chunks():  # no content-length: the size is checked on reading
+        yield big.encode()
+
+    response = client.post("/api/state", content=chunks())
+    assert response.status_code == 413 and "too large" in response.json()["error"]
+    response = client.get("/api/nothing")
+    assert response.status_code == 404 and response.json() == {"error": "Not Found"}
+    response = client.get("/api/move")
+    assert response.status_code == 405 and "error" in response.json()
+
+
+def test_internal_errors_are_a_json_500_and_the_server_goes_on():
+    class Broken(FirstLegalPlayer):
+        def analyse(self, moves):
+            raise RuntimeError("boom")
+
+    with TestClient(make_app(Broken()), raise_server_exceptions=False) as c:
+        response = c.post("/api/move", json={"moves": "4"})
+        assert response.status_code == 500 and response.json() == {"error": "internal error"}
+        assert "boom" not in response.text
+        assert c.post("/api/state", json={"moves": "4"}).status_code == 200
+
+
+def test_agent_move_with_a_stand_in(client):
+    data = client.post("/api/move", json={"moves": "111111", "sims": 7}).json()
+    assert data["column"] == 2 and data["index"] == 1 and data["moves"] == "1111112"
+    assert data["sims"] == 7 and data["analysis"]["visits"][1] == 7
+    assert data["analysis"]["q"][0] is None and data["analysis"]["q"][1] == 0.5
+    assert data["analysis"]["chosen"] == 1 and data["analysis"]["rule"] == "first legal"
+
+
+@pytest.mark.parametrize("moves, sims", [("", 16), ("4453", 16), ("4453", 0), ("112233", 16)])
+def test_the_agent_plays_the_move_it_shows(real_client, moves, sims):
+    data = real_client.post("/api/move", json={"moves": moves, "sims": sims}).json()
+    analysis = data["analysis"]
+    assert data["moves"] == moves + str(data["column"])
+    assert analysis["chosen"] == data["index"] == data["column"] - 1
+    assert sum(analysis["visits"]) == sims
+    assert abs(sum(analysis["policy"]) - 1) < 1e-3
+    if sims:  # the survivor of sequential halving: a most visited move, with a value
+        assert analysis["visits"][data["index"]] == max(analysis["visits"])
+        assert analysis["q"][data["index"]] is not None
+    else:  # the network alone: the highest policy
+        assert analysis["policy"][data["index"]] == max(analysis["policy"])
+    if moves == "112233":  # x wins in one in column 4, and the search finds it
+        assert data["column"] == 4 and data["winner"] == "x"
+        assert data["winning_line"] == [[0, 0], [0, 1], [0, 2], [0, 3]]
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_command_line_errors(tmp_path, capsys):
+    assert serve.main([str(tmp_path / "nope"), "--port", str(_free_port())]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "not a run directory" in err and err.count("\n") == 1
+    assert serve.main(["--sims", "5000"]) == 2
+    assert "--sims" in capsys.readouterr().err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        assert serve.main([str(tmp_path), "--port", str(busy.getsockname()[1])]) == 2
+    assert "cannot listen" in capsys.readouterr().err
+
+
+def test_serve_without_a_pretrained_agent_exits_2(tmp_path, monkeypatch, capsys):
+    from c4jax import checkpoints
+
+    original = checkpoints.load_exported
+    # What an install without the package's pretrained files sees.
+    monkeypatch.setattr(checkpoints, "load_exported", lambda: original(tmp_path))
+    assert serve.main(["--port", str(_free_port())]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "not an exported network" in err
+    assert err.count("\n") == 1
+
+
+def test_serve_subprocess_answers_and_stops_on_ctrl_c(tiny_run):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c4jax.serve", str(tiny_run), "--port", str(port),
+         "--sims", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu"},
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(url + "/api/info", timeout=1) as response:
+                    info = json.load(response)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read()
+                time.sleep(0.1)
+        assert info["default_sims"] == 0
+        request = urllib.request.Request(
+            url + "/api/move", data=b'{"moves": "44"}', headers={"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert json.load(response)["moves"].startswith("44")
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    finally:
+        proc.kill()
+    out = proc.stdout.read()
+    assert code == 130, out
+    assert f"Serving on http://127.0.0.1:{port}/" in out and out.rstrip().endswith("Stopped.")
+    assert "Traceback" not in out
