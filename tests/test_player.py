@@ -2,10 +2,12 @@
 
 import logging
 
+import jax
 import numpy as np
 import pytest
 
 from c4jax import env
+from c4jax.judge import arena, registry
 from c4jax.player import Move, Player
 
 
@@ -130,3 +132,15 @@ def test_loading_prints_no_absl_warnings(tiny_run, caplog):
     with caplog.at_level(logging.WARNING):
         Player.from_checkpoint(tiny_run, num_simulations=0)
     assert not [r for r in caplog.records if r.name == "absl"], caplog.text
+
+
+def test_the_pretrained_agent_loads_and_beats_lookahead():
+    """The agent shipped in the package (c4jax/pretrained): network variables only."""
+    player = Player.pretrained(num_simulations=16)
+    assert player.num_simulations == 16
+    assert player.best_move("41414").index == 3  # o blocks x's vertical three in column 4
+    name, agent = registry.make_agent("pretrained@16")
+    assert name == "pretrained@16"
+    lookahead = registry.make_agent("lookahead").agent
+    result = arena.play_games(agent, lookahead, jax.random.key(0), 40, opening_moves=2)
+    assert result.score >= 0.8, str(result)
