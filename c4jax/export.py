@@ -1,11 +1,18 @@
-"""``python -m c4jax.export network RUN_DIR[:STEP] OUT_DIR``: a run's network alone.
+"""``python -m c4jax.export``: a run's network alone, or a static page that plays it.
 
-Writes the network variables of a checkpoint (default: the run's best) with
-the run's configuration and a note of how it was made: a few hundred KB that
-``checkpoints.load_exported`` reads back, with no optimizer, replay buffer or
-games. The pretrained agent in ``c4jax/pretrained`` is made this way:
+``network RUN_DIR[:STEP] OUT_DIR`` writes the network variables of a
+checkpoint (default: the run's best) with the run's configuration and a note
+of how it was made: a few hundred KB that ``checkpoints.load_exported`` reads
+back, with no optimizer, replay buffer or games. The pretrained agent in
+``c4jax/pretrained`` is made this way:
 
     python -m c4jax.export network runs/strong c4jax/pretrained --results results.json
+
+``web OUT_DIR [--run RUN_DIR[:STEP]] [--ort-dir DIR]`` writes a static page
+(``index.html``, JS, the network as ``model.onnx`` and onnxruntime-web's files)
+that plays the network alone in a browser, without Python; default network:
+the pretrained agent. ``c4jax.onnx_export`` does the work; it needs the
+``export`` extra.
 """
 
 from __future__ import annotations
@@ -61,8 +68,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     net.add_argument(
         "--results", default=None, help="a JSON file (e.g. evaluate --json) kept in info.json"
     )
+    web = sub.add_parser(
+        "web", help="a static page (index.html + ONNX model) that plays the network alone"
+    )
+    web.add_argument("out_dir", help="directory to write (created if needed)")
+    web.add_argument(
+        "--run", default=None,
+        help="RUN_DIR or RUN_DIR:STEP (default step: the best); default: the pretrained agent",
+    )
+    web.add_argument(
+        "--ort-dir", default=None,
+        help="onnxruntime-web's dist/ (or a node_modules or npm prefix holding it); default: "
+        "installed with npm into ~/.cache/c4jax the first time",
+    )
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()
+    if args.command == "web":
+        return _web(args)
 
     run, _, step_text = args.run.partition(":")
     if step_text and not step_text.isdigit():
@@ -95,6 +117,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     print(f"wrote {out} (step {restored.step}, {size / 1024:.0f} KB)")
+    return 0
+
+
+def _web(args: argparse.Namespace) -> int:
+    """The ``web`` subcommand; returns the exit code."""
+    try:
+        import onnx  # noqa: F401
+
+        from c4jax import onnx_export
+    except ImportError as err:
+        print(
+            f"error: the web export needs {err.name or 'onnx'}: pip install 'c4jax[export]'",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        if args.run is None:
+            checkpoint, source = checkpoints.load_exported(), "the pretrained agent"
+        else:
+            run, _, step_text = args.run.partition(":")
+            if step_text and not step_text.isdigit():
+                raise ValueError(f"{args.run}: STEP {step_text!r} is not a whole number")
+            checkpoint = checkpoints.restore_variables(run, int(step_text) if step_text else None)
+            source = f"run {Path(run).resolve().name}"
+        ort_dir = onnx_export.ort_dist(args.ort_dir)
+        out = onnx_export.write_web_page(checkpoint, args.out_dir, ort_dir, source)
+    except (ValueError, onnx_export.OrtWebUnavailable) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: {args.out_dir}: {err}", file=sys.stderr)
+        return 2
+    size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    print(
+        f"wrote {out} ({source}, step {checkpoint.step}, {size / 2**20:.1f} MB): serve it with "
+        f"any static file server, e.g. python3 -m http.server -d {out}, and open it"
+    )
     return 0
 
 
