@@ -10,7 +10,8 @@ back, with no optimizer, replay buffer or games. The pretrained agent in
 
 ``web OUT_DIR [--run RUN_DIR[:STEP]] [--ort-dir DIR]`` writes a static page
 (``index.html``, JS, the network as ``model.onnx`` and onnxruntime-web's files)
-that plays the network alone in a browser, without Python; default network:
+that plays the network in a browser without Python (alone by default, or with a
+small search written in the page); default network:
 the pretrained agent. ``c4jax.onnx_export`` does the work; it needs the
 ``export`` extra.
 """
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--results", default=None, help="a JSON file (e.g. evaluate --json) kept in info.json"
     )
     web = sub.add_parser(
-        "web", help="a static page (index.html + ONNX model) that plays the network alone"
+        "web", help="a static page (index.html + ONNX model) that plays the network in a browser"
     )
     web.add_argument("out_dir", help="directory to write (created if needed)")
     web.add_argument(

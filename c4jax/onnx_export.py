@@ -14,8 +14,9 @@ Flax outputs to float32 rounding (tested).
 ``write_web_page`` writes a directory that plays the network in a browser
 with ``onnxruntime-web`` and no Python: ``index.html``, ``app.js``,
 ``style.css``, ``model.onnx`` and onnxruntime-web's files, copied from its npm
-package (``ort_dist`` finds or installs it). The page plays the network alone:
-the legal column with the highest policy logit, no search.
+package (``ort_dist`` finds or installs it). By default the page plays the
+network alone: the legal column with the highest policy logit, no search; a
+menu adds a small PUCT search written in the page's JavaScript.
 
 Needs the ``export`` extra (``pip install 'c4jax[export]'``) for ``onnx``.
 """
@@ -234,7 +235,7 @@ def ort_dist(ort_dir: str | Path | None = None) -> Path:
 def write_web_page(
     checkpoint: checkpoints.NetworkCheckpoint, out_dir: str | Path, ort_dir: Path, source: str
 ) -> Path:
-    """Writes the static page that plays ``checkpoint``'s network alone.
+    """Writes the static page that plays ``checkpoint``'s network (alone, or with a JS search).
 
     Args:
         checkpoint: the network (variables and configuration).

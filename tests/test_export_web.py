@@ -172,6 +172,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
     page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
     assert "the pretrained agent" in page.text_content("#source")
     assert "network alone" in page.text_content("#note")
+    assert page.input_value("#sims") == "0"  # the network alone by default
 
     # A human move in column 4, the network's reply and its numbers.
     page.click('#board .col[data-col="4"]')
@@ -219,6 +220,21 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
     page.wait_for_selector("text=o (you) to move", timeout=TIMEOUT_MS)
     assert len(page.query_selector_all(".cell.x")) == 1
     page.screenshot(path=str(tmp_path / "network_first.png"), full_page=True)
+
+    # With the page's search: the network's first move after 64 simulations.
+    page.select_option("#sims", "64")
+    page.click("#new-game")
+    _wait_moves(page, "m.length === 1")
+    page.wait_for_selector("text=o (you) to move", timeout=TIMEOUT_MS)
+    assert "after 64 simulations" in page.text_content("#value")
+    details = [cell.inner_text().split("\n") for cell in page.query_selector_all("#heat .detail")]
+    visits = [int(lines[-1]) for lines in details]
+    assert sum(visits) == 64 and len(visits) == 7, details
+    chosen = page.query_selector(".heat-cell.chosen").get_attribute("data-col")
+    assert chosen == page.text_content("#moves") and visits[int(chosen) - 1] == max(visits)
+    page.click("#board .col.playable")
+    _wait_moves(page, "m.length === 3")
+    page.screenshot(path=str(tmp_path / "search.png"), full_page=True)
 
     assert not errors, errors
     assert all(url.startswith(page_url) or url.startswith("data:") for url in requests), requests

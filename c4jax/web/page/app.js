@@ -1,44 +1,51 @@
-// The static Connect Four page: the c4jax network (model.onnx) alone, run by
-// onnxruntime-web in the browser. No server but a static file server.
+// The static Connect Four page: the c4jax network (model.onnx) run by onnxruntime-web
+// in the browser; no server but a static file server. By default the network plays
+// alone (the legal column with the highest policy); a small AlphaZero-style PUCT
+// search with it is an option.
 "use strict";
 
 const ROWS = 6, COLS = 7;
+const C_PUCT = 1.25;     // exploration constant of the page's PUCT search
 const ABOUT = JSON.parse(document.getElementById("about").textContent);
 
 let session = null;      // the onnxruntime-web InferenceSession of model.onnx
-let board = [];          // board[r][c]: 0 empty, 1 x, 2 o; r = 0 is the bottom row
-let moves = "";          // the game so far, digits 1-7
-let winLine = [];        // [[r, c] x 4] of a finished game's four, else []
-let analysis = null;     // the network's view before its last move: {policy, logits, value, col, mark}
+let game = null;         // the game on the board (newGameState())
+let analysis = null;     // the network's view before its last move (see agentMove)
 let generation = 0;      // bumped by new game: a late network move is dropped
 let busy = false;        // a network move is on its way
 
 const $ = (id) => document.getElementById(id);
 const markOf = (player) => (player === 1 ? "x" : "o");
-const toMove = () => (moves.length % 2 === 0 ? 1 : 2);
 const humanPlayer = () => ($("first").value === "human" ? 1 : 2);
 const fmt = (x) => (x >= 0 ? "+" : "") + x.toFixed(2);
 
-function height(c) {
+// --- The game: board[r][c] is 0 (empty), 1 (x) or 2 (o); r = 0 is the bottom row. ---
+
+function newGameState() {
+  return { board: Array.from({ length: ROWS }, () => new Array(COLS).fill(0)), moves: "", win: [] };
+}
+function cloneGame(g) { return { board: g.board.map((row) => row.slice()), moves: g.moves, win: g.win }; }
+function toMove(g) { return g.moves.length % 2 === 0 ? 1 : 2; }
+function height(g, c) {
   let r = 0;
-  while (r < ROWS && board[r][c] !== 0) r++;
+  while (r < ROWS && g.board[r][c] !== 0) r++;
   return r;
 }
-function legal() {
+function legal(g) {
   const cols = [];
-  for (let c = 0; c < COLS; c++) if (height(c) < ROWS) cols.push(c);
+  for (let c = 0; c < COLS; c++) if (height(g, c) < ROWS) cols.push(c);
   return cols;
 }
-function over() { return winLine.length > 0 || moves.length === ROWS * COLS; }
+function isOver(g) { return g.win.length > 0 || g.moves.length === ROWS * COLS; }
 
-// The four through (r, c) of the stone there, or [].
-function fourThrough(r, c) {
-  const p = board[r][c];
+// The four or more through (r, c) of the stone there, or [].
+function fourThrough(g, r, c) {
+  const p = g.board[r][c];
   for (const [dr, dc] of [[0, 1], [1, 0], [1, 1], [1, -1]]) {
     const line = [[r, c]];
     for (const s of [1, -1]) {
       let rr = r + s * dr, cc = c + s * dc;
-      while (rr >= 0 && rr < ROWS && cc >= 0 && cc < COLS && board[rr][cc] === p) {
+      while (rr >= 0 && rr < ROWS && cc >= 0 && cc < COLS && g.board[rr][cc] === p) {
         line.push([rr, cc]);
         rr += s * dr; cc += s * dc;
       }
@@ -48,53 +55,126 @@ function fourThrough(r, c) {
   return [];
 }
 
-function drop(c) {
-  const r = height(c);
-  board[r][c] = toMove();
-  moves += String(c + 1);
-  winLine = fourThrough(r, c);
+// Drops the mover's stone in column c (0-based); returns "win", "draw" or "".
+function drop(g, c) {
+  const r = height(g, c);
+  g.board[r][c] = toMove(g);
+  g.moves += String(c + 1);
+  g.win = fourThrough(g, r, c);
+  return g.win.length ? "win" : g.moves.length === ROWS * COLS ? "draw" : "";
 }
+
+// --- The network. ---
 
 // env.observe's planes, [1, H, W, 2] float32: plane 0 the mover's stones, plane 1 the
 // opponent's, row 0 the top.
-function observe() {
-  const me = toMove();
+function observe(g) {
+  const me = toMove(g);
   const data = new Float32Array(ROWS * COLS * 2);
   for (let r = 0; r < ROWS; r++) {
     for (let c = 0; c < COLS; c++) {
-      const p = board[r][c];
-      if (p === 0) continue;
-      data[((ROWS - 1 - r) * COLS + c) * 2 + (p === me ? 0 : 1)] = 1;
+      const p = g.board[r][c];
+      if (p !== 0) data[((ROWS - 1 - r) * COLS + c) * 2 + (p === me ? 0 : 1)] = 1;
     }
   }
   return new ort.Tensor("float32", data, [1, ROWS, COLS, 2]);
 }
 
-// The network on the position: logits [7], value, and the policy over the legal columns.
-async function evaluate() {
-  const out = await session.run({ obs: observe() });
+// The network on a position: logits [7], value (for the mover), the policy over the
+// legal columns [7] (0 elsewhere) and the legal columns.
+let queue = Promise.resolve();  // one session.run at a time (a new game may overlap a search)
+function run(feeds) {
+  const result = queue.then(() => session.run(feeds));
+  queue = result.catch(() => {});
+  return result;
+}
+
+async function evaluate(g) {
+  const out = await run({ obs: observe(g) });
   const logits = Array.from(out.logits.data);
-  const value = out.value.data[0];
-  const cols = legal();
+  const cols = legal(g);
   const top = Math.max(...cols.map((c) => logits[c]));
   const policy = new Array(COLS).fill(0);
   let total = 0;
   for (const c of cols) { policy[c] = Math.exp(logits[c] - top); total += policy[c]; }
   for (const c of cols) policy[c] /= total;
-  const col = cols.reduce((best, c) => (logits[c] > logits[best] ? c : best), cols[0]);
-  return { logits, value, policy, col, legal: cols };
+  return { logits, value: out.value.data[0], policy, legal: cols };
 }
 
+// --- A small PUCT search (AlphaZero's rule, not c4jax's Gumbel search). ---
+
+async function expand(g) {
+  const view = await evaluate(g);
+  return { ...view, N: new Array(COLS).fill(0), W: new Array(COLS).fill(0), children: {} };
+}
+
+function select(node) {
+  const total = node.N.reduce((a, b) => a + b, 0);
+  let best = node.legal[0], bestScore = -Infinity;
+  for (const a of node.legal) {
+    const q = node.N[a] ? node.W[a] / node.N[a] : 0;
+    const score = q + C_PUCT * node.policy[a] * Math.sqrt(total + 1) / (1 + node.N[a]);
+    if (score > bestScore) { best = a; bestScore = score; }
+  }
+  return best;
+}
+
+// Runs `sims` simulations from g; returns the root (N, W per column: W/N is the value of
+// the move for the side to move at g).
+async function search(g, sims) {
+  const root = await expand(g);
+  for (let s = 0; s < sims; s++) {
+    const state = cloneGame(g);
+    const path = [];
+    let node = root, value;  // value: for the side to move after the last move of the path
+    for (;;) {
+      const a = select(node);
+      path.push([node, a]);
+      const result = drop(state, a);
+      if (result === "win") { value = -1; break; }
+      if (result === "draw") { value = 0; break; }
+      if (!node.children[a]) { node.children[a] = await expand(state); value = node.children[a].value; break; }
+      node = node.children[a];
+    }
+    for (let i = path.length - 1; i >= 0; i--) {
+      const [n, a] = path[i];
+      value = -value;
+      n.N[a] += 1;
+      n.W[a] += value;
+    }
+  }
+  return root;
+}
+
+// The move and what it was chosen by: network alone (sims = 0) or the search.
+async function think(g, sims) {
+  if (sims === 0) {
+    const view = await evaluate(g);
+    const col = view.legal.reduce((best, c) => (view.logits[c] > view.logits[best] ? c : best));
+    return { ...view, col, sims: 0 };
+  }
+  const root = await search(g, sims);
+  const col = root.legal.reduce((best, c) => (
+    root.N[c] > root.N[best] || (root.N[c] === root.N[best] && root.policy[c] > root.policy[best])
+      ? c : best));
+  const visits = root.N.map((n) => n / sims);
+  const q = root.N.map((n, c) => (n ? root.W[c] / n : null));
+  return { logits: root.logits, value: q[col], policy: visits, legal: root.legal, col, sims, N: root.N, q };
+}
+
+// --- The page. ---
+
 function playable(c) {
-  return session !== null && !busy && !over() && toMove() === humanPlayer() && height(c) < ROWS;
+  return session !== null && !busy && !isOver(game) && toMove(game) === humanPlayer()
+    && height(game, c) < ROWS;
 }
 
 function renderBoard() {
   const el = $("board");
   el.textContent = "";
-  const wins = new Set(winLine.map(([r, c]) => `${r},${c}`));
-  const lastCol = moves.length ? Number(moves[moves.length - 1]) - 1 : -1;
-  const lastRow = lastCol >= 0 ? height(lastCol) - 1 : -1;
+  const wins = new Set(game.win.map(([r, c]) => `${r},${c}`));
+  const lastCol = game.moves.length ? Number(game.moves[game.moves.length - 1]) - 1 : -1;
+  const lastRow = lastCol >= 0 ? height(game, lastCol) - 1 : -1;
   for (let c = 0; c < COLS; c++) {
     const col = document.createElement("div");
     col.className = "col" + (playable(c) ? " playable" : "");
@@ -103,7 +183,7 @@ function renderBoard() {
     col.addEventListener("click", () => onColumn(c));
     for (let r = 0; r < ROWS; r++) {
       const cell = document.createElement("div");
-      const who = board[r][c];
+      const who = game.board[r][c];
       cell.className = "cell" + (who === 1 ? " x" : who === 2 ? " o" : "");
       if (r === lastRow && c === lastCol) cell.classList.add("last");
       if (wins.has(`${r},${c}`)) cell.classList.add("win");
@@ -122,34 +202,37 @@ function renderHeat() {
     cell.className = "heat-cell";
     cell.dataset.col = String(c + 1);
     if (analysis) {
-      const p = analysis.policy[c];
-      const isLegal = analysis.legal.includes(c);
+      const a = analysis;
+      const p = a.policy[c];
+      const share = a.legal.includes(c) ? (100 * p).toFixed(1) + "%" : "-";
       cell.style.background = `rgba(211, 51, 51, ${(0.08 + 0.8 * p).toFixed(3)})`;
-      if (c === analysis.col) cell.classList.add("chosen");
-      cell.innerHTML = `<div class="p">${isLegal ? (100 * p).toFixed(1) + "%" : "-"}</div>`
-        + `<div class="logit">${analysis.logits[c].toFixed(2)}</div>`;
-      cell.title = `column ${c + 1}: policy ${(100 * p).toFixed(1)}%, logit ${analysis.logits[c].toFixed(3)}`;
+      if (c === a.col) cell.classList.add("chosen");
+      const detail = a.sims === 0 ? a.logits[c].toFixed(2)
+        : `${a.q[c] === null ? "-" : fmt(a.q[c])}<br>${a.N[c]}`;
+      cell.innerHTML = `<div class="p">${share}</div><div class="detail">${detail}</div>`;
+      cell.title = `column ${c + 1}: ${a.sims ? "visits" : "policy"} ${share}, `
+        + `logit ${a.logits[c].toFixed(3)}`;
     }
     el.appendChild(cell);
   }
   $("value").textContent = analysis
-    ? `Network (${analysis.mark}) played column ${analysis.col + 1}; its value of the position: `
-      + `${fmt(analysis.value)}`
+    ? `Network (${analysis.mark}) played column ${analysis.col + 1}`
+      + (analysis.sims ? ` after ${analysis.sims} simulations; its value of the move: `
+        : " (no search); its value of the position: ") + fmt(analysis.value)
     : "";
 }
 
 function renderStatus() {
   const status = $("status");
   const who = (p) => `${markOf(p)} (${p === humanPlayer() ? "you" : "network"})`;
-  status.classList.toggle("over", over());
+  status.classList.toggle("over", isOver(game));
   if (session === null) return;
-  if (winLine.length) {
-    const winner = board[winLine[0][0]][winLine[0][1]];
-    status.textContent = `Game over: ${who(winner)} wins`;
-  } else if (over()) {
+  if (game.win.length) {
+    status.textContent = `Game over: ${who(game.board[game.win[0][0]][game.win[0][1]])} wins`;
+  } else if (isOver(game)) {
     status.textContent = "Game over: draw";
   } else {
-    status.textContent = `${who(toMove())} to move` + (busy ? " (thinking...)" : "");
+    status.textContent = `${who(toMove(game))} to move` + (busy ? " (thinking...)" : "");
   }
 }
 
@@ -157,30 +240,32 @@ function render() {
   renderBoard();
   renderHeat();
   renderStatus();
-  $("moves").textContent = moves || "(none)";
+  $("moves").textContent = game.moves || "(none)";
 }
 
 async function agentMove() {
-  if (session === null || busy || over() || toMove() === humanPlayer()) return;
+  if (session === null || busy || isOver(game) || toMove(game) === humanPlayer()) return;
   const mine = generation;
   busy = true;
   render();
   try {
-    const view = await evaluate();
+    const view = await think(game, Number($("sims").value));
     if (mine !== generation) return;
-    analysis = { ...view, mark: markOf(toMove()) };
-    drop(view.col);
+    analysis = { ...view, mark: markOf(toMove(game)) };
+    drop(game, view.col);
   } catch (err) {
     $("error").textContent = `The network failed: ${err.message || err}`;
   } finally {
-    if (mine === generation) busy = false;
-    render();
+    if (mine === generation) {
+      busy = false;
+      render();
+    }
   }
 }
 
 function onColumn(c) {
   if (!playable(c)) return;
-  drop(c);
+  drop(game, c);
   render();
   agentMove();
 }
@@ -188,9 +273,7 @@ function onColumn(c) {
 function newGame() {
   generation += 1;
   busy = false;
-  board = Array.from({ length: ROWS }, () => new Array(COLS).fill(0));
-  moves = "";
-  winLine = [];
+  game = newGameState();
   analysis = null;
   $("error").textContent = "";
   render();
@@ -202,7 +285,7 @@ async function main() {
   $("first").addEventListener("change", newGame);
   newGame();
   try {
-    ort.env.wasm.numThreads = 1;  // no SharedArrayBuffer needed
+    ort.env.wasm.numThreads = 1;  // no SharedArrayBuffer (cross-origin isolation) needed
     ort.env.wasm.wasmPaths = new URL("./", location.href).href;
     session = await ort.InferenceSession.create(ABOUT.model, { executionProviders: ["wasm"] });
   } catch (err) {
