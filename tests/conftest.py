@@ -2,7 +2,9 @@
 need a checkpoint."""
 
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 import jax
 import pytest
@@ -35,3 +37,27 @@ def tiny_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("tiny_run")
     train.train_and_evaluate(config_lib.load("tiny"), run_dir, progress=False)
     return run_dir
+
+
+# Debian's chromium, driven by playwright (never `playwright install`: no downloads here).
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium for the browser tests; skipped, with the reason, without one."""
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(
+            f"no Chromium at {CHROMIUM}: install Debian's chromium package"
+            " (apt-get install -y chromium) to run the browser test"
+        )
+    from playwright.sync_api import sync_playwright  # only the browser tests need it
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

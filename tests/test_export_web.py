@@ -8,7 +8,6 @@ is skipped with the reason.
 
 import functools
 import http.server
-import shutil
 import sys
 import threading
 from pathlib import Path
@@ -23,11 +22,6 @@ from c4jax import checkpoints, env, export, network
 onnx_export = pytest.importorskip("c4jax.onnx_export")
 ort = pytest.importorskip("onnxruntime")
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 TIMEOUT_MS = 30_000
 
 
@@ -138,21 +132,6 @@ def page_url(ort_dir, tmp_path_factory):
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(
-            f"no Chromium at {CHROMIUM}: install Debian's chromium package"
-            " (apt-get install -y chromium) to run the browser test"
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def _wait_moves(page, predicate_js: str):

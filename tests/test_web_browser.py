@@ -6,10 +6,8 @@ Skipped, with the reason, only where the ``chromium`` binary is missing
 (``.ci/run`` installs it with apt-get where it can).
 """
 
-import shutil
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import uvicorn
@@ -17,11 +15,6 @@ import uvicorn
 from c4jax.player import Player
 from c4jax.web.app import make_app
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 TIMEOUT_MS = 60_000
 
 
@@ -40,21 +33,6 @@ def server_url(tiny_run):
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(
-            f"no Chromium at {CHROMIUM}: install Debian's chromium package"
-            " (apt-get install -y chromium) to run the browser test"
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def _moves(page) -> str:
