@@ -91,3 +91,71 @@ def exit_on_interrupt(
 
     threading.Thread(target=wait, name="c4jax-interrupt", daemon=True).start()
     return release
+
+
+class StopRequest:
+    """Ctrl-C for a long job that stops cleanly: the first asks, the second aborts.
+
+        with interrupt.StopRequest(asked="...", aborted="...") as stop:
+            while not stop.requested:
+                ...  # one unit of work, then save
+
+    The first SIGINT sets ``requested`` and prints ``asked`` at once, even while
+    XLA compiles (a thread waits on ``signal.set_wakeup_fd``, as in
+    ``exit_on_interrupt``). The second ends the process at once with ``aborted``
+    and exit code 130. Outside the main thread it does nothing (``requested``
+    stays False): signals can only be handled there.
+    """
+
+    def __init__(self, *, asked: str, aborted: str, code: int = EXIT_CODE):
+        self.asked = asked
+        self.aborted = aborted
+        self.code = code
+        self.requested = False
+        self._restore: Callable[[], None] | None = None
+
+    def request(self) -> None:
+        """What a Ctrl-C does (the first sets the flag, the second exits)."""
+        if self.requested:
+            exit_now(self.aborted, self.code)
+        self.requested = True
+        with contextlib.suppress(Exception):
+            os.write(2, f"\n{self.asked}\n".encode())
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        reader, writer = socket.socketpair()
+        writer.setblocking(False)
+        previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: None)
+        previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+
+        def wait() -> None:
+            while True:
+                try:
+                    data = reader.recv(64)
+                except OSError:
+                    return
+                if not data:
+                    return
+                for _ in range(data.count(signal.SIGINT)):
+                    self.request()
+
+        thread = threading.Thread(target=wait, name="c4jax-stop-request", daemon=True)
+        thread.start()
+
+        def restore() -> None:
+            signal.set_wakeup_fd(previous_fd)
+            signal.signal(signal.SIGINT, previous_handler)
+            writer.close()
+            thread.join(timeout=1.0)
+            reader.close()
+
+        self._restore = restore
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
+        return False

@@ -9,24 +9,35 @@ Usage:
 
 A run directory holds ``config.json``, ``metrics.jsonl``, TensorBoard event
 files (``tb/``) and Orbax checkpoints (``checkpoints/``). Ctrl-C saves a
-checkpoint and exits; running again with the same ``--workdir`` continues
-bit-for-bit where it stopped.
+checkpoint and exits (code 130; a second Ctrl-C aborts at once); running again
+with the same ``--workdir`` continues bit-for-bit where it stopped. A lock file
+keeps a second trainer out of a directory in use; a damaged newest checkpoint
+is moved to ``damaged-checkpoints/`` and the run continues from the newest good
+one; a NaN/inf loss stops the run without saving the broken state.
 """
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before JAX loads, so a Ctrl-C while importing exits cleanly too
+    from c4jax import interrupt as _interrupt
+
+    _interrupt.exit_on_interrupt("Interrupted before training started.")
+
 import argparse
+import contextlib
 import dataclasses
 import datetime
+import importlib.util
 import json
-import signal
+import math
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, trainer
+from c4jax import checkpoints, interrupt, rundir, runlog, trainer
 from c4jax import config as config_lib
 from c4jax.config import Config
 from c4jax.judge import agents, periodic
@@ -65,136 +76,138 @@ def check_compatible(stored: Config, requested: Config) -> None:
         )
 
 
-class _StopFlag:
-    """Turns the first Ctrl-C into a request to save and stop; the second one kills."""
-
-    def __init__(self):
-        self.requested = False
-        self._previous = None
-
-    def __enter__(self):
-        self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print("\nCtrl-C: saving a checkpoint, then stopping (Ctrl-C again to abort).")
-
-    def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self._previous)
-        return False
+class NonFiniteError(RuntimeError):
+    """The loss or the parameters stopped being finite; nothing after the last good
+    checkpoint was saved."""
 
 
-def _step_of(line: str) -> float:
-    """The step of a metrics.jsonl line; a torn (half-written) line counts as newest."""
-    try:
-        return json.loads(line)["step"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return float("inf")
+def _resume_hint(workdir: Path) -> str:
+    return f"python -m c4jax.train --workdir {workdir}"
 
 
-class _Logger:
-    """metrics.jsonl, TensorBoard event files and the progress bar."""
+def _finite(metrics: dict[str, float]) -> bool:
+    return math.isfinite(metrics.get("loss", 0.0)) and metrics.get("params_finite", 1.0) == 1.0
 
-    def __init__(
-        self, workdir: Path, total: int, initial: int, progress: bool, *, enabled: bool = True
-    ):
-        from tensorboardX import SummaryWriter
-        from tqdm import tqdm
 
-        self.enabled = enabled
-        if not enabled:
-            return
-        # A resumed run repeats the steps after its last checkpoint: drop their
-        # old records so each step is logged once (purge_step does it for TB).
-        path = workdir / "metrics.jsonl"
-        if path.exists():
-            kept = [line for line in path.read_text().splitlines() if _step_of(line) <= initial]
-            path.write_text("".join(line + "\n" for line in kept))
-        self._jsonl = path.open("a")
-        self._tb = SummaryWriter(str(workdir / "tb"), purge_step=initial + 1 if initial else None)
-        self._bar = tqdm(
-            total=total, initial=initial, disable=not progress, unit="it", dynamic_ncols=True
-        )
-
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        if not self.enabled:
-            return
-        self._jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
-        self._jsonl.flush()
-        for name, value in metrics.items():
-            self._tb.add_scalar(name, value, step)
-        shown = ("loss", "policy_entropy", "game_length", "win_rate/random", "win_rate/lookahead")
-        self._bar.set_postfix({k: f"{metrics[k]:.3g}" for k in shown if k in metrics})
-        self._bar.update(1)
-
-    def close(self) -> None:
-        if not self.enabled:
-            return
-        self._bar.close()
-        self._tb.close()
-        self._jsonl.close()
+def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
+    """The newest good checkpoint's state and step, or (None, 0) for a new run."""
+    resumed = checkpoints.restore_latest_good(
+        manager, run.abstract_state(), quarantine=workdir / checkpoints.QUARANTINE_DIR
+    )
+    if resumed is None:
+        return None, 0
+    check_compatible(resumed.config, config)
+    return resumed.state, resumed.step
 
 
 def train_and_evaluate(
-    config: Config, workdir: str | Path, *, progress: bool = True, stop_after: int | None = None
+    config: Config,
+    workdir: str | Path,
+    *,
+    progress: bool | runlog.Mode = False,
+    stop_after: int | None = None,
+    corrupt=None,
 ) -> dict:
     """Trains (or continues) the run in ``workdir`` up to ``config.train.num_iterations``.
 
     Args:
         config: the run's configuration (validated here).
-        workdir: run directory; a checkpoint there is continued.
-        progress: show the progress bar.
+        workdir: run directory; the newest good checkpoint there is continued
+            (a damaged one is moved to ``damaged-checkpoints/`` with a warning).
+        progress: ``bar``, ``lines`` or ``off``; True picks ``bar`` on a
+            terminal and ``lines`` otherwise. Any mode but ``off`` also prints
+            what the run does (resuming, compiling, nothing to do, stopping).
         stop_after: stop (saving a checkpoint) after this many iterations of
             this call, as a Ctrl-C would; for tests of interruption.
+        corrupt: for tests of the NaN guard: ``corrupt(state, done) -> state``
+            applied to the state before each iteration (``done`` iterations done).
 
     Returns:
-        A summary: ``step``, ``workdir``, the last ``metrics`` and ``eval``, and
-        the final ``state`` (a ``TrainState``).
+        A summary: ``step``, ``workdir``, the last ``metrics`` and ``eval``, the
+        final ``state`` (a ``TrainState``, None if nothing was done), ``done``
+        (iterations this call did) and ``interrupted`` (stopped by Ctrl-C).
+
+    Raises:
+        ValueError: an unusable run directory (path, lock, incompatible or
+            all-damaged checkpoints), before anything compiles.
+        NonFiniteError: the loss or parameters became NaN/inf; the last good
+            checkpoint is kept and nothing later is saved.
     """
     if config.distributed and not jax.distributed.is_initialized():
         jax.distributed.initialize()  # before anything asks JAX about devices
     writer = jax.process_index() == 0  # one process writes the logs
+    mode = runlog.default_mode() if progress is True else (progress or "off")
+    mode = mode if writer else "off"
+    say = print if mode != "off" else (lambda *a, **k: None)
     config_lib.validate(config, num_devices=jax.device_count())
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = rundir.prepare(Path(workdir))
+    with rundir.lock(workdir) if writer else contextlib.nullcontext():
+        return _train(config, workdir, mode, say, writer, stop_after, corrupt)
+
+
+def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
+    total = config.train.num_iterations
     manager = checkpoints.make_manager(workdir, keep=config.keep_checkpoints)
-    latest = manager.latest_step()
-    if latest is not None:
-        check_compatible(checkpoints.restore_config(manager, latest), config)
+    run = trainer.Trainer(config)
+    try:
+        state, step = _restore(manager, run, config, workdir)
+    except BaseException:
+        manager.close()
+        raise
+    summary = {"step": step, "workdir": str(workdir), "metrics": {}, "eval": {},
+               "state": state, "done": 0, "interrupted": False}
+    if step >= total and state is not None:
+        manager.close()
+        say(f"nothing to do: {workdir} has done {step} iterations and "
+            f"--train.num-iterations is {total}; raise it to train on.")
+        return summary
     if writer:
         config_lib.save(config, workdir / "config.json")
-
-    run = trainer.Trainer(config)
-    if latest is not None:
-        state = checkpoints.restore_state(manager, latest, run.abstract_state())
-    else:
+    if state is None:
         state = run.init(trainer.run_keys(config.seed)[0])
-    step = int(state.step)
+    else:
+        say(f"resuming {workdir} from iteration {step} of {total}")
     act = agents.make_alphazero_act(
         run.apply_fn, config.search, num_simulations=config.eval.num_simulations
     )
     eval_key = trainer.run_keys(config.seed)[2]
-    total = config.train.num_iterations
-    logger = _Logger(workdir, total, step, progress and step < total, enabled=writer)
+    log = runlog.RunLog(workdir, total, step, mode) if writer else None
     metrics: dict = {}
     last_eval: dict = {}
     started = step
+    good_step = step  # the newest step known to be finite
+    stop = interrupt.StopRequest(
+        asked="Ctrl-C: finishing this iteration, saving a checkpoint, then stopping "
+        "(Ctrl-C again aborts at once).",
+        aborted=f"Aborted. Continue from the last checkpoint with: {_resume_hint(workdir)}",
+    )
     try:
-        with _StopFlag() as stop:
-            while step < config.train.num_iterations:
+        with stop:
+            if log is not None:
+                log.compiling("compiling the training step (the first iteration waits for it)...")
+            while step < total:
                 t0 = time.perf_counter()
                 key = trainer.iteration_key(config.seed, step)
+                if corrupt is not None:
+                    state = corrupt(state, step)
                 state, device_metrics = run.iteration(state, key)
                 metrics = {k: float(v) for k, v in jax.device_get(device_metrics).items()}
                 step += 1
+                if not _finite(metrics):
+                    saved = manager.latest_step()
+                    kept = f"checkpoint {saved} is kept" if saved is not None else "no checkpoint"
+                    raise NonFiniteError(
+                        f"the loss or the parameters became NaN/inf at iteration {step} "
+                        f"(loss {metrics.get('loss')}); stopped without saving it, {kept} "
+                        f"(newest finite iteration: {good_step}). Lower --train.learning-rate "
+                        "or check the config, then run again."
+                    )
+                good_step = step
                 metrics["seconds"] = time.perf_counter() - t0
                 metrics["positions_per_second"] = (
                     config.train.selfplay_batch * config.train.selfplay_steps / metrics["seconds"]
                 )
-                last_step = step == config.train.num_iterations
+                last_step = step == total
                 score = None  # the evaluation score of this step, if evaluated
                 if config.eval.every and (step % config.eval.every == 0 or last_step):
                     variables = run.variables(state)
@@ -211,22 +224,26 @@ def train_and_evaluate(
                             state = run.promote(state)
                     score = last_eval["score"]
                     metrics.update(last_eval)
-                logger.log(step, metrics)
+                if log is not None:
+                    log.log(step, metrics)
                 interrupted = stop.requested or (
                     stop_after is not None and step - started >= stop_after
                 )
                 if step % config.checkpoint_every == 0 or last_step or interrupted:
                     checkpoints.save(manager, step, state, config, score)
                 if interrupted:
+                    summary["interrupted"] = stop.requested
                     break
     finally:
         manager.wait_until_finished()
         manager.close()
-        logger.close()
-    return {
-        "step": step, "workdir": str(workdir), "metrics": metrics, "eval": last_eval,
-        "state": state,
-    }
+        if log is not None:
+            log.close()
+    if summary["interrupted"]:
+        say(f"stopped at iteration {step} of {total} (checkpoint saved); "
+            f"continue with: {_resume_hint(workdir)}")
+    summary.update(step=step, metrics=metrics, eval=last_eval, state=state, done=step - started)
+    return summary
 
 
 def default_preset() -> str:
@@ -235,15 +252,27 @@ def default_preset() -> str:
     return {"gpu": "gpu", "tpu": "tpu"}.get(backend, "cpu")
 
 
-def _newest_run() -> Path:
-    runs = sorted(p for p in RUNS_DIR.glob("*") if (p / "config.json").exists())
-    if not runs:
-        raise ValueError(f"--resume: no run directory with a config.json under {RUNS_DIR}/")
-    return runs[-1]
+# Measured seconds per iteration of the presets on the 2-core CPU VM (after
+# compiling, evaluation included), for the expected time printed at start-up.
+_CPU_SECONDS_PER_ITERATION = {"cpu": 9.0, "tiny": 0.3}
+_CPU_COMPILE_SECONDS = {"cpu": 120.0, "tiny": 20.0}
 
 
-def parse_args(argv: list[str]) -> tuple[Config, Path]:
-    """Reads ``--config``, ``--workdir``, ``--resume`` and per-field overrides.
+@dataclasses.dataclass(frozen=True)
+class Invocation:
+    """What the command line asked for."""
+
+    config: Config
+    workdir: Path
+    source: str  # where the defaults came from: "preset cpu" or the run's config.json
+    preset: str | None  # the preset's name, if the defaults came from one
+    progress: runlog.Mode
+    print_config: bool  # print the resolved configuration and exit
+
+
+def parse_args(argv: list[str]) -> Invocation:
+    """Reads ``--config``, ``--workdir``, ``--resume``, ``--no-progress``,
+    ``--print-config`` and per-field overrides.
 
     A run directory that already holds a ``config.json`` supplies the defaults
     (so resuming needs no flags); otherwise the preset does.
@@ -254,21 +283,25 @@ def parse_args(argv: list[str]) -> tuple[Config, Path]:
     pre.add_argument("--config", default=None)
     pre.add_argument("--workdir", default=None)
     pre.add_argument("--resume", action="store_true")
+    pre.add_argument("--no-progress", action="store_true")
+    pre.add_argument("--print-config", action="store_true")
     known, rest = pre.parse_known_args(argv)
     if known.resume and known.workdir is None:
-        known.workdir = str(_newest_run())
+        known.workdir = str(rundir.newest_run(RUNS_DIR))
     workdir = Path(known.workdir) if known.workdir else (
         RUNS_DIR / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     )
     stored = workdir / "config.json"
-    if known.config is None and stored.exists():
+    preset = None
+    if known.config is None and stored.is_file():
         base = config_lib.load(str(stored))
         source = f"the run directory's {stored}"
     else:
         name = known.config or default_preset()
         base = config_lib.load(name)
-        source = f"preset {name}"
-    if known.resume and not stored.exists():
+        preset = name if name in config_lib.preset_names() else None
+        source = f"preset {name}" if preset else f"config file {name}"
+    if known.resume and not stored.is_file():
         raise ValueError(f"--resume: {workdir} holds no run (no config.json)")
     description = (
         "Train AlphaZero for Connect Four.\n\n"
@@ -276,12 +309,36 @@ def parse_args(argv: list[str]) -> tuple[Config, Path]:
         "Extra flags: --config NAME|PATH (presets: "
         + ", ".join(config_lib.preset_names())
         + "), --workdir DIR (default runs/<date-time>; continues a run there), "
-        "--resume (continue --workdir, or the newest run in runs/)."
+        "--resume (continue --workdir, or the run in runs/ written to last), "
+        "--no-progress (one plain line per iteration instead of a bar), "
+        "--print-config (print the resolved configuration as JSON and exit)."
     )
     config = tyro.cli(
         Config, default=base, args=rest, description=description, prog="python -m c4jax.train"
     )
-    return config, workdir
+    mode: runlog.Mode = "lines" if known.no_progress else runlog.default_mode()
+    return Invocation(config, workdir, source, preset, mode, known.print_config)
+
+
+def expected_time(config: Config, preset: str | None, iterations: int) -> str:
+    """A start-up estimate of the run's wall time, where one was measured."""
+    if jax.default_backend() != "cpu" or preset not in _CPU_SECONDS_PER_ITERATION:
+        return "expected time: shown once the first iterations have run"
+    reference = config_lib.load(preset)
+    same = lambda c: dataclasses.replace(  # noqa: E731
+        c, seed=0, train=dataclasses.replace(c.train, num_iterations=1)
+    )
+    if same(config) != same(reference):
+        return "expected time: shown once the first iterations have run"
+    seconds = _CPU_COMPILE_SECONDS[preset] + iterations * _CPU_SECONDS_PER_ITERATION[preset]
+    return (
+        f"expected time: about {runlog.format_duration(seconds)} on a 2-core CPU "
+        f"(compiling first: about {runlog.format_duration(_CPU_COMPILE_SECONDS[preset])})"
+    )
+
+
+def _format_warning(message, category, filename, lineno, file=None, line=None):
+    return f"warning: {message}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,26 +346,45 @@ def main(argv: list[str] | None = None) -> int:
     if "--distributed" in argv:
         jax.distributed.initialize()  # must precede every device query below
     try:
-        config, workdir = parse_args(argv)
-        config_lib.validate(config, num_devices=jax.device_count())
+        call = parse_args(argv)
+        config_lib.validate(call.config, num_devices=jax.device_count())
+        if call.print_config:
+            print(json.dumps(config_lib.to_dict(call.config), indent=2))
+            return 0
+        rundir.prepare(call.workdir)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    warnings.formatwarning = _format_warning
+    config, workdir = call.config, call.workdir
     devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
-    print(f"run directory: {workdir}  (devices: {devices})")
-    print(json.dumps(dataclasses.asdict(config)))
-    if workdir.exists() and not workdir.is_dir():
-        print(f"error: --workdir {workdir}: exists and is not a directory", file=sys.stderr)
-        return 2
+    print(
+        f"c4jax.train: {call.source}, {config.train.num_iterations} iterations on {devices}; "
+        f"run directory {workdir} (configuration in {workdir / 'config.json'})"
+    )
+    print(expected_time(config, call.preset, config.train.num_iterations))
     try:
-        summary = train_and_evaluate(config, workdir)
+        summary = train_and_evaluate(config, workdir, progress=call.progress)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    final = ", ".join(f"{k} {v:.3f}" for k, v in summary["eval"].items())
-    print(f"stopped at iteration {summary['step']}; last evaluation: {final or 'none'}")
-    print(f"outputs in {workdir}; view with: tensorboard --logdir {workdir / 'tb'}")
+    except NonFiniteError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if summary["interrupted"]:
+        return interrupt.EXIT_CODE
+    if summary["done"]:
+        final = ", ".join(f"{k} {v:.3f}" for k, v in summary["eval"].items())
+        print(f"finished iteration {summary['step']}; last evaluation: {final or 'none'}")
+    print(f"outputs in {workdir}; view with: {_tensorboard_command(workdir)}")
     return 0
+
+
+def _tensorboard_command(workdir: Path) -> str:
+    command = f"tensorboard --logdir {workdir / 'tb'}"
+    if importlib.util.find_spec("tensorboard") is None:
+        command += " (first: pip install 'c4jax[tensorboard]')"
+    return command
 
 
 if __name__ == "__main__":

@@ -208,6 +208,10 @@ class Trainer:
             "learning_rate": self._learning_rate(sgd_done) * learner_state.lr_scale,
             "replay_size": buffer.size,
             "learned": ready_to_learn,
+            # 1.0 while every parameter is finite: the host's NaN guard reads it.
+            "params_finite": jnp.all(
+                jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(learner_state.params)])
+            ).astype(jnp.float32),
         }
         new_state = TrainState(
             step=state.step + 1,

@@ -3,8 +3,10 @@
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -120,8 +122,39 @@ def test_incompatible_checkpoint_is_rejected_naming_the_field(uninterrupted):
 
 def test_rerunning_a_finished_run_directory_uses_its_config(uninterrupted):
     workdir, _ = uninterrupted
-    cfg, path = train.parse_args(["--workdir", str(workdir)])
-    assert path == workdir and cfg == _tiny()
+    call = train.parse_args(["--workdir", str(workdir)])
+    assert call.workdir == workdir and call.config == _tiny() and call.preset is None
+
+
+def test_asking_for_fewer_iterations_than_done_does_nothing_and_says_so(uninterrupted, capsys):
+    workdir, _ = uninterrupted
+    before = (workdir / "config.json").read_text()
+    summary = train.train_and_evaluate(_tiny(num_iterations=2), workdir, progress="lines")
+    assert summary["done"] == 0 and summary["step"] == 4
+    assert "nothing to do: " in capsys.readouterr().out
+    assert (workdir / "config.json").read_text() == before  # not rewritten
+
+
+def test_nan_loss_stops_the_run_keeping_the_last_good_checkpoint(tmp_path):
+    """Parameters turned to NaN before iteration 4: the guard stops there, saves
+    nothing after checkpoint 2, and a resume continues from that checkpoint."""
+    cfg = dataclasses.replace(_tiny(num_iterations=6), checkpoint_every=2)
+
+    def corrupt(state, step):
+        if step != 3:
+            return state
+        params = jax.tree.map(lambda x: x * np.nan, state.learner.params)
+        return state.replace(learner=state.learner.replace(params=params))
+
+    expected = r"NaN/inf at iteration 4 .*checkpoint 2 is kept"
+    with pytest.raises(train.NonFiniteError, match=expected):
+        train.train_and_evaluate(cfg, tmp_path, corrupt=corrupt)
+    steps = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
+    assert steps == [2]
+    logged = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").open()]
+    assert logged == [1, 2, 3]  # the broken iteration is not logged
+    summary = train.train_and_evaluate(cfg, tmp_path)
+    assert summary["done"] == 4 and summary["metrics"]["params_finite"] == 1.0
 
 
 def _cli(*args, devices=1):
@@ -152,7 +185,10 @@ def test_two_device_run_from_the_command_line(tmp_path):
         (["--train.bogus", "1"], "Unrecognized options: --train.bogus"),
         (["--search.algorithm", "alphabeta"], "invalid choice 'alphabeta'"),
         (["--config", "nonexistent"], "presets: cpu, gpu, tiny, tpu"),
-        (["--workdir", "README.md"], "--workdir README.md: exists and is not a directory"),
+        (["--workdir", "README.md"], "--workdir README.md: exists and is a file, not a directory"),
+        (["--workdir", "README.md/run"], "lies below README.md, which is a file"),
+        (["--workdir", "/proc/c4jax/run"], "--workdir /proc/c4jax/run: cannot create /proc/c4jax"),
+        (["--train.learning-rate", "nan"], "train.learning_rate"),
     ],
 )
 def test_bad_input_fails_before_compiling_with_a_clear_message(args, message, tmp_path):
@@ -165,29 +201,96 @@ def test_bad_input_fails_before_compiling_with_a_clear_message(args, message, tm
     assert not (tmp_path / "checkpoints").exists()
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
-    import signal
-    import time
-
+def _start(workdir, *args):
+    """A training subprocess on the tiny preset, its output piped (no terminal)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "c4jax.train", "--config", "tiny", "--workdir", str(tmp_path),
-         "--train.num-iterations", "100000", "--eval.every", "0", "--checkpoint-every", "100000"],
+    return subprocess.Popen(
+        [sys.executable, "-m", "c4jax.train", "--config", "tiny", "--workdir", str(workdir),
+         "--eval.every", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )
-    metrics = tmp_path / "metrics.jsonl"
-    deadline = time.monotonic() + 600
-    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
-        time.sleep(0.2)
+
+
+def _wait_for(condition, proc, what, timeout=600):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"no {what}; stderr: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.01)
+
+
+def _logged_steps(workdir):
+    path = workdir / "metrics.jsonl"
+    return [json.loads(line)["step"] for line in path.open()] if path.exists() else []
+
+
+def test_ctrl_c_saves_a_checkpoint_says_how_to_continue_and_exits_130(tmp_path):
+    proc = _start(tmp_path, "--train.num-iterations", "100000", "--checkpoint-every", "100000")
+    _wait_for(lambda: len(_logged_steps(tmp_path)) >= 2, proc, "second iteration")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err[-2000:]
-    assert "Ctrl-C: saving a checkpoint" in out
+    assert proc.returncode == 130, err[-2000:]
+    assert "Ctrl-C: finishing this iteration, saving a checkpoint" in err
+    assert f"continue with: python -m c4jax.train --workdir {tmp_path}" in out
     assert "Traceback" not in err
-    last = json.loads(metrics.read_text().splitlines()[-1])["step"]
+    last = _logged_steps(tmp_path)[-1]
     assert (tmp_path / "checkpoints" / str(last)).exists()
 
+
+def test_second_ctrl_c_aborts_at_once_even_while_compiling(tmp_path):
+    proc = _start(tmp_path, "--config", "cpu", "--train.num-iterations", "2")
+    lines = []
+    _wait_for(lambda: lines.append(proc.stdout.readline()) or "compiling" in lines[-1],
+              proc, "compiling message")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    asked = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - asked < 10  # the cpu preset compiles for minutes
+    assert proc.returncode == 130
+    assert "Aborted. Continue from the last checkpoint with: python -m c4jax.train" in err
+    assert "Traceback" not in err
+
+
+def test_kill_9_in_the_middle_of_a_save_then_resume(tmp_path):
+    """SIGKILL while Orbax writes a checkpoint (a big replay buffer makes the
+    write take a while); the next run resumes from the last complete one."""
+    args = ("--train.num-iterations", "6", "--checkpoint-every", "1",
+            "--train.replay-capacity", "2000000")
+    proc = _start(tmp_path, *args)
+    checkpoint_dir = tmp_path / "checkpoints"
+
+    def saving():  # an Orbax temporary directory of a step after the first
+        names = [p.name for p in checkpoint_dir.iterdir()] if checkpoint_dir.exists() else []
+        return any("tmp" in n and not n.startswith("1.") for n in names)
+
+    _wait_for(saving, proc, "checkpoint being written")
+    proc.kill()
+    proc.wait()
+    logged = _logged_steps(tmp_path)
+    out = _cli("--workdir", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    resumed_from = int(out.stdout.split("resuming ")[1].split("from iteration ")[1].split()[0])
+    assert 1 <= resumed_from < max(logged)
+    assert _logged_steps(tmp_path) == list(range(1, 7))
+    assert "Traceback" not in out.stderr
+
+
+def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
+    first = _start(tmp_path, "--train.num-iterations", "100000", "--checkpoint-every", "5")
+    try:
+        _wait_for(lambda: len(_logged_steps(tmp_path)) >= 1, first, "first iteration")
+        second = _cli("--workdir", str(tmp_path))
+        assert second.returncode == 2
+        assert f"error: {tmp_path} is in use by process {first.pid} on " in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        first.kill()  # kill -9: its lock must not outlive it
+        first.wait()
+    resumed = _cli("--workdir", str(tmp_path), "--train.num-iterations", "6")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
 
 
 def test_resume_after_a_crash_logs_each_step_once(tmp_path):
