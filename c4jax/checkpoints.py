@@ -3,10 +3,20 @@
 Keeps the latest ``keep`` checkpoints and, besides them, the best one by
 evaluation score. Saves are asynchronous; ``close`` waits for them.
 
-Training resumes from the whole state (``restore_state``); everything that
-only plays (``Player``, the agents of ``c4jax.judge``) reads the network
-variables alone (``restore_variables``), so a damaged or incompatible
-optimizer or replay part of a checkpoint never blocks playing.
+Training resumes from the whole state (``restore_latest_good``,
+``restore_state``); everything that only plays (``Player``, the agents of
+``c4jax.judge``) reads the network variables alone (``restore_variables``), so
+an incompatible optimizer or replay part of a checkpoint never blocks playing.
+
+Damaged checkpoints (a truncated data file, a deleted file) are not fatal when
+an older one is good: ``restore_latest_good`` and ``restore_variables`` fall
+back to it with a one-line ``DamagedCheckpointWarning``. The rule that tells
+damage from a checkpoint of another c4jax version (which is an error, never a
+fallback): a checkpoint is *damaged* when ``check_damage`` finds a file missing
+or empty, when its config cannot be read, or when reading its state fails
+although the tree it describes (``state/_METADATA``) fits the wanted tree; it
+is of *another version* when its files are all there and readable but the
+tree they describe does not fit (other leaves or shapes).
 """
 
 from __future__ import annotations
@@ -14,7 +24,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
+import shutil
+import sys
+import warnings
 from pathlib import Path
+from typing import Any
 
 import absl.logging
 import jax
@@ -92,34 +107,165 @@ def save(
     )
 
 
+class DamagedCheckpointWarning(UserWarning):
+    """A damaged checkpoint was skipped; an older good one is used instead."""
+
+
+class DamagedCheckpointError(ValueError):
+    """A checkpoint that cannot be read back: a file of it is missing, empty or unreadable."""
+
+    def __init__(self, directory: Path, step: int, reason: str):
+        super().__init__(f"checkpoint {step} in {directory} is damaged ({reason})")
+        self.step = step
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class Resumed:
+    """What ``restore_latest_good`` found: the newest good checkpoint."""
+
+    state: Any  # the TrainState, placed as the abstract state said
+    step: int  # its step
+    config: config_lib.Config  # the config stored with it
+    skipped: tuple[tuple[int, str], ...]  # (step, reason) of the damaged newer ones
+
+
+# The files of a checkpoint that reading it back needs, as Orbax 0.12 writes
+# them on a local disk. Others that it writes (commit_success.txt,
+# state/_sharding, state/array_metadatas/, state/ocdbt.process_0/manifest.ocdbt)
+# are not needed to restore, and which of them exist depends on the Orbax version.
+_NEEDED_DIRS = ("state", "config")
+_NEEDED_FILES = (
+    "_CHECKPOINT_METADATA",
+    "config/metadata",
+    "state/_METADATA",
+    "state/manifest.ocdbt",
+)
+
+
+def check_damage(directory: Path, step: int) -> str | None:
+    """A cheap look at checkpoint ``step`` in a run's ``checkpoints/``, without Orbax.
+
+    Returns:
+        What is wrong in a few words ("state/_METADATA is missing", "an empty
+        data file: state/d/...") or None when nothing obvious is. A truncated
+        (not emptied) data file is only found by reading it.
+    """
+    step_dir = Path(directory) / str(step)
+    if not step_dir.is_dir():
+        return "its directory is missing"
+    for name in _NEEDED_DIRS:
+        if not (step_dir / name).is_dir():
+            return f"{name}/ is missing"
+    for name in _NEEDED_FILES:
+        path = step_dir / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size == 0:
+            return f"{name} is empty"
+    state_dir = step_dir / "state"
+    for folder in [state_dir / "d", *sorted(state_dir.glob("ocdbt.process_*/d"))]:
+        if not folder.is_dir():
+            continue
+        for data in sorted(folder.iterdir()):
+            if data.is_file() and data.stat().st_size == 0:
+                return f"an empty data file: {data.relative_to(step_dir)}"
+    return None
+
+
 def restore_config(manager: ocp.CheckpointManager, step: int) -> config_lib.Config:
-    """The config stored with checkpoint ``step``."""
-    restored = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))
-    return config_lib.from_dict(restored.config)
+    """The config stored with checkpoint ``step``.
+
+    Raises:
+        DamagedCheckpointError: ``config/metadata`` is missing or unreadable.
+    """
+    try:
+        restored = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))
+        stored = restored.config
+        if not isinstance(stored, dict):
+            raise ValueError(f"not a JSON object but {type(stored).__name__}")
+    except Exception as err:  # a JSON, OS or Orbax error: damage either way
+        raise DamagedCheckpointError(
+            manager.directory, step, f"config/metadata is unreadable: {_short_error(err)}"
+        ) from None
+    return config_lib.from_dict(stored)
 
 
 def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):
-    """The ``TrainState`` of checkpoint ``step``, placed as ``abstract_state`` says."""
-    try:
-        restored = manager.restore(
-            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
+    """The ``TrainState`` of checkpoint ``step``, placed as ``abstract_state`` says.
+
+    Raises:
+        DamagedCheckpointError: the checkpoint is damaged (see the module).
+        ValueError: it is whole but of another c4jax version ("does not
+            match this version of c4jax's training state").
+    """
+    reason = check_damage(manager.directory, step)
+    if reason is not None:
+        raise DamagedCheckpointError(manager.directory, step, reason)
+    return _read_state(manager, step, abstract_state)
+
+
+def restore_latest_good(
+    manager: ocp.CheckpointManager, abstract_state, *, quarantine: Path | None = None
+) -> Resumed | None:
+    """The newest checkpoint that reads back whole, skipping damaged newer ones.
+
+    Each skipped checkpoint gives one ``DamagedCheckpointWarning`` that names
+    it, what is wrong, and the checkpoint used instead.
+
+    Args:
+        manager: the run's manager (``make_manager``).
+        abstract_state: the wanted ``TrainState`` tree (``Trainer.abstract_state``).
+        quarantine: where to move the damaged newer checkpoints (as
+            ``quarantine/STEP``; nothing is deleted), so that the manager, which
+            is reloaded, and later ones no longer list them. None: leave them.
+            In a multi-process run, give it on one process only.
+
+    Returns:
+        The newest good checkpoint, or None when there is no checkpoint at all.
+
+    Raises:
+        ValueError: every checkpoint is damaged (nothing is moved then), or the
+            newest readable one is of another c4jax version ("does not match
+            this version of c4jax's training state").
+    """
+    steps = sorted(manager.all_steps(), reverse=True)
+    if not steps:
+        return None
+    skipped: list[tuple[int, str]] = []
+    for step in steps:
+        try:
+            reason = check_damage(manager.directory, step)
+            if reason is not None:
+                raise DamagedCheckpointError(manager.directory, step, reason)
+            config = restore_config(manager, step)
+            state = _read_state(manager, step, abstract_state)
+        except DamagedCheckpointError as err:
+            skipped.append((step, err.reason))
+            continue
+        break
+    else:
+        raise _all_damaged(manager.directory, skipped)
+    for bad, reason in skipped:
+        note = ""
+        if quarantine is not None:
+            note = f"; moved it to {_move_aside(Path(manager.directory) / str(bad), quarantine)}"
+        warnings.warn(
+            DamagedCheckpointWarning(
+                f"checkpoint {bad} in {manager.directory} is damaged ({reason}); "
+                f"using checkpoint {step}{note}"
+            ),
+            stacklevel=2,
         )
-    except (ValueError, KeyError, TypeError) as err:
-        first_line = (str(err).strip().splitlines() or [""])[0][:200]
-        raise ValueError(
-            f"{manager.directory}: checkpoint {step} does not match this version of "
-            f"c4jax's training state ({type(err).__name__}: {first_line})"
-        ) from err
-    return restored.state
+    if skipped and quarantine is not None:
+        manager.reload()
+    return Resumed(state=state, step=int(step), config=config, skipped=tuple(skipped))
 
 
 def best_step(manager: ocp.CheckpointManager) -> int | None:
     """The kept step with the highest score (the latest among equals)."""
-    scored = []
-    for step in manager.all_steps():
-        metrics = manager.metrics(step) or {}
-        scored.append((metrics.get(SCORE, -float("inf")), step))
-    return max(scored)[1] if scored else None
+    ranked = _by_score(manager)
+    return ranked[0] if ranked else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,14 +283,19 @@ def restore_variables(run_dir: str | Path, step: int | None = None) -> NetworkCh
     A partial Orbax restore: only the ``learner.params`` and
     ``learner.batch_stats`` subtrees of the saved ``TrainState`` are read; the
     optimizer state, the replay buffer and the self-play games are not.
+    Nothing on disk is changed.
 
     Args:
         run_dir: a run directory written by ``python -m c4jax.train``.
-        step: which checkpoint; default the best by evaluation score (else the latest).
+        step: which checkpoint; default the best by evaluation score (else the
+            latest), and past a damaged one the next best (then the newest),
+            with a ``DamagedCheckpointWarning``.
 
     Raises:
-        ValueError: not a run directory, no checkpoint (at ``step``), or the
-            network part does not match the stored configuration.
+        ValueError: not a run directory, no checkpoint (at ``step``), the
+            checkpoint at ``step`` is damaged (``DamagedCheckpointError``),
+            every checkpoint is damaged, or the network part does not match
+            the stored configuration.
     """
     run_dir = Path(run_dir)
     if not (run_dir / "checkpoints").is_dir():
@@ -154,34 +305,214 @@ def restore_variables(run_dir: str | Path, step: int | None = None) -> NetworkCh
         steps = manager.all_steps()
         if not steps:
             raise ValueError(f"{run_dir}: no checkpoint saved yet")
-        if step is None:
-            step = best_step(manager)
-        elif step not in steps:
-            raise ValueError(f"{run_dir}: no checkpoint at step {step}; saved: {sorted(steps)}")
-        config = restore_config(manager, step)
-        target = {"learner": _abstract_variables(config.network)}
-        try:
-            restored = manager.restore(
-                step,
-                args=ocp.args.Composite(
-                    state=ocp.args.PyTreeRestore(
-                        item=target,
-                        restore_args=ocp.checkpoint_utils.construct_restore_args(target),
-                        partial_restore=True,
-                    )
-                ),
-            )
-        except (ValueError, KeyError, TypeError) as err:
-            first_line = (str(err).strip().splitlines() or [""])[0][:200]
-            raise ValueError(
-                f"{manager.directory}: the network in checkpoint {step} does not match its "
-                f"configuration ({type(err).__name__}: {first_line})"
-            ) from err
+        if step is not None:
+            if step not in steps:
+                raise ValueError(
+                    f"{run_dir}: no checkpoint at step {step}; saved: {sorted(steps)}"
+                )
+            return _read_network(manager, step)
+        skipped: list[tuple[int, str]] = []
+        for candidate in _by_score(manager):
+            try:
+                found = _read_network(manager, candidate)
+            except DamagedCheckpointError as err:
+                skipped.append((candidate, err.reason))
+                continue
+            for bad, reason in skipped:
+                warnings.warn(
+                    DamagedCheckpointWarning(
+                        f"checkpoint {bad} in {manager.directory} is damaged ({reason}); "
+                        f"using checkpoint {candidate}"
+                    ),
+                    stacklevel=2,
+                )
+            return found
+        raise _all_damaged(manager.directory, skipped)
     finally:
         manager.close()
+
+
+def _read_network(manager: ocp.CheckpointManager, step: int) -> NetworkCheckpoint:
+    """The network of checkpoint ``step`` (``DamagedCheckpointError`` if damaged)."""
+    reason = check_damage(manager.directory, step)
+    if reason is not None:
+        raise DamagedCheckpointError(manager.directory, step, reason)
+    config = restore_config(manager, step)
+    target = {"learner": _abstract_variables(config.network)}
+    _ignore_closed_event_loop_errors()
+    try:
+        restored = manager.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.PyTreeRestore(
+                    item=target,
+                    restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+                    partial_restore=True,
+                )
+            ),
+        )
+    except Exception as err:
+        step_dir = Path(manager.directory) / str(step)
+        if _fits(step_dir, target, partial=True) is False:
+            raise ValueError(
+                f"{manager.directory}: the network in checkpoint {step} does not match its "
+                f"configuration ({_short_error(err, step_dir)})"
+            ) from None
+        raise DamagedCheckpointError(
+            manager.directory, step, _short_error(err, step_dir)
+        ) from None
     learner_part = restored.state["learner"]
     variables = {"params": learner_part["params"], "batch_stats": learner_part["batch_stats"]}
     return NetworkCheckpoint(config=config, variables=variables, step=int(step))
+
+
+def _read_state(manager: ocp.CheckpointManager, step: int, abstract_state):
+    """Orbax's restore of the whole state, its errors told apart as the module says."""
+    _ignore_closed_event_loop_errors()
+    try:
+        restored = manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
+        )
+    except Exception as err:  # Orbax and TensorStore raise many types, even Exception
+        step_dir = Path(manager.directory) / str(step)
+        if _fits(step_dir, abstract_state, partial=False) is False:
+            raise ValueError(
+                f"{manager.directory}: checkpoint {step} does not match this version of "
+                f"c4jax's training state ({_short_error(err, step_dir)})"
+            ) from None
+        raise DamagedCheckpointError(
+            manager.directory, step, _short_error(err, step_dir)
+        ) from None
+    return restored.state
+
+
+def _fits(step_dir: Path, target, *, partial: bool) -> bool | None:
+    """Whether the tree stored in ``step_dir/state`` (its ``_METADATA``) fits ``target``.
+
+    Leaves are compared by path (key names only: Orbax stores dataclasses and
+    tuples as dicts) and shape; ``partial``: ``target`` may be a part of it.
+    None when the stored tree cannot be read.
+    """
+    handler = ocp.StandardCheckpointHandler()
+    try:
+        stored = _leaf_shapes(handler.metadata(step_dir / "state"))
+    except Exception:
+        return None
+    finally:
+        handler.close()
+    wanted = _leaf_shapes(target)
+    if not partial and set(stored) != set(wanted):
+        return False
+    return all(stored.get(path) == shape for path, shape in wanted.items())
+
+
+def _leaf_shapes(tree) -> dict[tuple[str, ...], tuple[int, ...]]:
+    def name(key) -> str:
+        for attr in ("key", "name", "idx"):
+            if hasattr(key, attr):
+                return str(getattr(key, attr))
+        return str(key)
+
+    return {
+        tuple(name(k) for k in path): tuple(getattr(leaf, "shape", ()))
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+    }
+
+
+_STATUS = re.compile(r"[A-Z][A-Z_]{3,}: ")  # TensorStore's status codes: NOT_FOUND: ...
+
+
+def _short_error(err: BaseException, step_dir: Path | None = None) -> str:
+    """The first meaningful line of ``err`` (or of the TensorStore error under it), short."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = err
+    while cause is not None and cause not in chain and len(chain) < 16:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    # Orbax wraps TensorStore's errors in a generic one that prints a spec of
+    # many lines; the deepest error with a status code says what went wrong.
+    best = next((e for e in reversed(chain) if _STATUS.match(str(e).strip())), err)
+    text = str(best).strip()
+    if isinstance(best, KeyError) and len(best.args) == 1:
+        text = str(best.args[0])
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = line.split(" See full TensorStore details")[0]
+    line = re.sub(r'Error opening "\w+" driver: ', "", line)
+    line = re.sub(r' in OCDBT database at local file "[^"]*"', "", line)
+    if step_dir is not None:
+        line = line.replace(f"{Path(step_dir).absolute()}/", "")
+    if not _STATUS.match(line):
+        line = f"{type(best).__name__}: {line}" if line else type(best).__name__
+    return line if len(line) <= 150 else line[:147] + "..."
+
+
+def _all_damaged(directory: Path, skipped: list[tuple[int, str]]) -> ValueError:
+    listing = "; ".join(f"{step}: {reason}" for step, reason in skipped)
+    return ValueError(
+        f"every checkpoint in {directory} is damaged ({listing}); to start over, move "
+        f"{directory} aside (or train in a new --workdir); to play, pick another run"
+    )
+
+
+def _move_aside(step_dir: Path, quarantine: Path) -> Path:
+    """Moves ``step_dir`` into ``quarantine`` (as its name, else NAME-1, NAME-2, ...)."""
+    quarantine = Path(quarantine)
+    quarantine.mkdir(parents=True, exist_ok=True)
+    target = quarantine / step_dir.name
+    suffix = 0
+    while target.exists():
+        suffix += 1
+        target = quarantine / f"{step_dir.name}-{suffix}"
+    shutil.move(str(step_dir), str(target))
+    return target
+
+
+def _by_score(manager: ocp.CheckpointManager) -> list[int]:
+    """The kept steps, best score first (unscored last), newest first among equals."""
+    scored = []
+    for step in manager.all_steps():
+        metrics = manager.metrics(step) or {}
+        scored.append((metrics.get(SCORE, -float("inf")), step))
+    return [step for _, step in sorted(scored, reverse=True)]
+
+
+def _ignore_closed_event_loop_errors() -> None:
+    """Keeps Orbax's asyncio leftovers of a failed restore off stderr.
+
+    When one array of a restore fails, Orbax closes its event loop while
+    TensorStore still reads the others. As each read ends, TensorStore's
+    callback calls ``loop.call_soon_threadsafe`` on the closed loop, and the
+    pending Orbax coroutines raise again when they are garbage collected; both
+    go to ``sys.unraisablehook`` (tracebacks on stderr), possibly long after
+    the restore has returned. This installs (once) a hook that drops exactly
+    those two kinds and passes everything else on to the hook before it.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "_c4jax_restore_leftovers_filter", False):
+        return
+
+    def hook(unraisable) -> None:
+        if not _is_restore_leftover(unraisable):
+            previous(unraisable)
+
+    hook._c4jax_restore_leftovers_filter = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+_ORBAX_DIR = str(Path(ocp.__file__).resolve().parent)
+
+
+def _is_restore_leftover(unraisable) -> bool:
+    """An unraisable error left by a failed Orbax restore (see above)."""
+    exc = unraisable.exc_value
+    if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
+        tb = unraisable.exc_traceback
+        while tb is not None:
+            if tb.tb_frame.f_code.co_name == "call_soon_threadsafe":
+                return True
+            tb = tb.tb_next
+    code = getattr(unraisable.object, "cr_code", None)  # a coroutine being finalized
+    return code is not None and str(Path(code.co_filename).resolve()).startswith(_ORBAX_DIR)
 
 
 def export_network(checkpoint: NetworkCheckpoint, out_dir: str | Path, info: dict) -> Path:
