@@ -28,6 +28,7 @@ import re
 import shutil
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from c4jax import network
 
 SCORE = "score"  # metric that ranks checkpoints; higher is better
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"  # the agent shipped in the package
+QUARANTINE_DIR = "damaged-checkpoints"  # where a resume moves damaged checkpoints (run dir)
 VARIABLES_FILE = "variables.msgpack"  # an exported network: its variables,
 CONFIG_FILE = "config.json"  # the run's configuration,
 INFO_FILE = "info.json"  # and how it was made (step, commit, wall time, results)
@@ -206,7 +208,11 @@ def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):
 
 
 def restore_latest_good(
-    manager: ocp.CheckpointManager, abstract_state, *, quarantine: Path | None = None
+    manager: ocp.CheckpointManager,
+    abstract_state,
+    *,
+    quarantine: Path | None = None,
+    check_config: Callable[[config_lib.Config], None] | None = None,
 ) -> Resumed | None:
     """The newest checkpoint that reads back whole, skipping damaged newer ones.
 
@@ -220,6 +226,9 @@ def restore_latest_good(
             ``quarantine/STEP``; nothing is deleted), so that the manager, which
             is reloaded, and later ones no longer list them. None: leave them.
             In a multi-process run, give it on one process only.
+        check_config: called with the stored config of the checkpoint about to
+            be read, before its state is; its ValueError (e.g. a field the
+            resumed run may not change) propagates.
 
     Returns:
         The newest good checkpoint, or None when there is no checkpoint at all.
@@ -239,6 +248,8 @@ def restore_latest_good(
             if reason is not None:
                 raise DamagedCheckpointError(manager.directory, step, reason)
             config = restore_config(manager, step)
+            if check_config is not None:
+                check_config(config)
             state = _read_state(manager, step, abstract_state)
         except DamagedCheckpointError as err:
             skipped.append((step, err.reason))

@@ -16,6 +16,11 @@ This module only parses arguments and prints; the work is in ``c4jax.judge``.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before JAX loads: Ctrl-C anywhere is a short message and 130
+    from c4jax import interrupt as _interrupt
+
+    _interrupt.exit_on_interrupt("Interrupted.")
+
 import argparse
 import json
 import math
@@ -29,7 +34,7 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from c4jax import checkpoints
+from c4jax import checkpoints, cli
 from c4jax.judge import arena, elo, perfect, registry, solver
 
 DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
@@ -358,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()
+    cli.one_line_warnings()
     if args.command == "solver":
         args.sims_given = args.sims is not None
         args.sims = "0,64,600" if args.sims is None else args.sims

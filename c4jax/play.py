@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
-from c4jax import interrupt
+from c4jax import cli, interrupt
 from c4jax.position import MARKS, NUM_COLS, NUM_ROWS, Position
 
 COLUMN_LINE = "  ".join("1234567")
@@ -347,6 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: --moves: {args.moves!r}: the game is already over", file=sys.stderr)
         return 2
 
+    cli.one_line_warnings()
     source = args.run_dir or "the pretrained agent"
     print(f"Loading {source}...", flush=True)
     try:

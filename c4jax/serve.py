@@ -17,7 +17,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from c4jax import interrupt
+from c4jax import cli, interrupt
 
 
 def port_free(host: str, port: int) -> bool:
@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
 
     from c4jax.player import Player  # JAX loads here, after the interrupt handler
 
+    cli.one_line_warnings()
     source = args.run_dir or "the pretrained agent"
     print(f"Loading {source}...", flush=True)
     try:

@@ -32,12 +32,11 @@ import json
 import math
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, interrupt, rundir, runlog, trainer
+from c4jax import checkpoints, cli, interrupt, rundir, runlog, trainer
 from c4jax import config as config_lib
 from c4jax.config import Config
 from c4jax.judge import agents, periodic
@@ -92,11 +91,13 @@ def _finite(metrics: dict[str, float]) -> bool:
 def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
     """The newest good checkpoint's state and step, or (None, 0) for a new run."""
     resumed = checkpoints.restore_latest_good(
-        manager, run.abstract_state(), quarantine=workdir / checkpoints.QUARANTINE_DIR
+        manager,
+        run.abstract_state(),
+        quarantine=workdir / checkpoints.QUARANTINE_DIR,
+        check_config=lambda stored: check_compatible(stored, config),
     )
     if resumed is None:
         return None, 0
-    check_compatible(resumed.config, config)
     return resumed.state, resumed.step
 
 
@@ -337,10 +338,6 @@ def expected_time(config: Config, preset: str | None, iterations: int) -> str:
     )
 
 
-def _format_warning(message, category, filename, lineno, file=None, line=None):
-    return f"warning: {message}\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--distributed" in argv:
@@ -355,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    warnings.formatwarning = _format_warning
+    cli.one_line_warnings()
     config, workdir = call.config, call.workdir
     devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
     print(

@@ -321,3 +321,23 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
     assert "win_rate/lookahead" in records[-1]
     values = np.asarray(summary["state"].replay.data.value)[: int(summary["state"].replay.size)]
     assert np.any((values != 0) & (np.abs(values) != 1))  # mixed with the search value
+
+
+def test_a_damaged_newest_checkpoint_is_set_aside_with_a_warning(tmp_path):
+    """Half of one data file of checkpoint 3 is cut off: the command line warns in
+    one line, moves it to damaged-checkpoints/ and resumes from checkpoint 2."""
+    cfg = dataclasses.replace(_tiny(num_iterations=3), checkpoint_every=1)
+    cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, every=0))
+    train.train_and_evaluate(cfg, tmp_path)
+    data = max((tmp_path / "checkpoints" / "3" / "state").glob("**/d/*"),
+               key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    out = _cli("--workdir", str(tmp_path), "--train.num-iterations", "4")
+    assert out.returncode == 0, out.stderr[-3000:]
+    warning = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "checkpoint 3 in" in warning[0]
+    assert "is damaged" in warning[0] and "using checkpoint 2" in warning[0]
+    assert "Traceback" not in out.stderr
+    assert f"resuming {tmp_path} from iteration 2 of 4" in out.stdout
+    assert (tmp_path / "damaged-checkpoints" / "3" / "state").is_dir()  # kept, not deleted
+    assert _logged_steps(tmp_path) == [1, 2, 3, 4]
