@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -144,6 +145,13 @@ def _check(ok: bool, name: str, allowed: str, value: Any) -> None:
 def validate(config: Config, num_devices: int = 1) -> Config:
     """Raises ValueError naming the field if ``config`` cannot run; returns it."""
     n, s, t, e = config.network, config.search, config.train, config.eval
+    for section in ("network", "search", "train", "eval"):
+        for f in dataclasses.fields(getattr(config, section)):
+            value = getattr(getattr(config, section), f.name)
+            _check(
+                not isinstance(value, float) or math.isfinite(value),
+                f"{section}.{f.name}", "a finite number", value,
+            )
     for name, value in [
         ("network.num_blocks", n.num_blocks),
         ("network.channels", n.channels),

@@ -28,8 +28,10 @@ import contextlib
 import dataclasses
 import datetime
 import importlib.util
+import io
 import json
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -278,8 +280,6 @@ def parse_args(argv: list[str]) -> Invocation:
     A run directory that already holds a ``config.json`` supplies the defaults
     (so resuming needs no flags); otherwise the preset does.
     """
-    import tyro
-
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", default=None)
     pre.add_argument("--workdir", default=None)
@@ -314,11 +314,41 @@ def parse_args(argv: list[str]) -> Invocation:
         "--no-progress (one plain line per iteration instead of a bar), "
         "--print-config (print the resolved configuration as JSON and exit)."
     )
-    config = tyro.cli(
+    config = _tyro_cli(
         Config, default=base, args=rest, description=description, prog="python -m c4jax.train"
     )
     mode: runlog.Mode = "lines" if known.no_progress else runlog.default_mode()
     return Invocation(config, workdir, source, preset, mode, known.print_config)
+
+
+_BOX = re.compile(r"[\u2500-\u257f]")  # box-drawing characters of tyro's error panels
+
+
+def _tyro_cli(cls, **kwargs):
+    """``tyro.cli`` whose parse errors become one ValueError line (``--help`` still prints).
+
+    tyro draws a multi-line panel and exits with code 2; the panel's first
+    paragraph is the message.
+    """
+    import tyro
+
+    panel = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(panel):
+            return tyro.cli(cls, **kwargs)
+    except SystemExit as stop:
+        if not stop.code:
+            raise  # --help
+        lines = [_BOX.sub("", line).strip() for line in panel.getvalue().splitlines()[1:]]
+        message = []
+        for line in lines:
+            if not line or line.startswith(("For full helptext", "Argument helptext")):
+                if message:
+                    break
+                continue
+            message.append(line)
+        text = " ".join(message) or "could not parse the command line"
+        raise ValueError(f"{text} (see: {kwargs.get('prog', 'the command')} --help)") from None
 
 
 def expected_time(config: Config, preset: str | None, iterations: int) -> str:
@@ -340,9 +370,9 @@ def expected_time(config: Config, preset: str | None, iterations: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if "--distributed" in argv:
-        jax.distributed.initialize()  # must precede every device query below
     try:
+        if "--distributed" in argv and "--print-config" not in argv:
+            _initialize_distributed()  # must precede every device query below
         call = parse_args(argv)
         config_lib.validate(call.config, num_devices=jax.device_count())
         if call.print_config:
@@ -375,6 +405,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"finished iteration {summary['step']}; last evaluation: {final or 'none'}")
     print(f"outputs in {workdir}; view with: {_tensorboard_command(workdir)}")
     return 0
+
+
+def _initialize_distributed() -> None:
+    try:
+        jax.distributed.initialize()
+    except (RuntimeError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise ValueError(
+            f"--distributed: jax.distributed.initialize() failed ({first}); run one process "
+            "per host under a cluster manager (SLURM, a TPU pod) or set the coordinator "
+            "environment variables (see the README)"
+        ) from None
 
 
 def _tensorboard_command(workdir: Path) -> str:
