@@ -1,8 +1,12 @@
 """The evaluate CLI: agent specs, match / elo / solver JSON, bad input exits 2."""
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -123,3 +127,46 @@ def test_solver_json(tiny_run, tmp_path, capsys):
                 low, high = r[f"{key}_ci"]
                 rate = r[f"{key}_rate"]
                 assert rate is None or 0.0 <= low <= rate <= high <= 1.0
+
+
+def _damaged_copy(tiny_run, tmp_path):
+    """A copy of the tiny run whose best checkpoint lost its state/_METADATA."""
+    from c4jax import checkpoints
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    reader = checkpoints.open_for_reading(run)
+    best = checkpoints.best_step(reader)
+    reader.close()
+    (run / "checkpoints" / str(best) / "state" / "_METADATA").unlink()
+    return run, best
+
+
+def test_a_damaged_best_checkpoint_is_skipped_with_one_warning_line(tiny_run, tmp_path):
+    run, best = _damaged_copy(tiny_run, tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "c4jax.evaluate", "match", f"{run}@0", "random", "--games", "2"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, proc.stderr
+    assert f"checkpoint {best} in" in warnings[0]
+    assert "is damaged (state/_METADATA is missing); using checkpoint" in warnings[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_exits_130_without_a_traceback(tiny_run):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c4jax.evaluate", "solver", "--checkpoint", str(tiny_run),
+         "--sims", "2000", "--baselines", ""],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"},
+    )
+    time.sleep(8)  # loading, compiling or searching: all must stop the same way
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.strip().endswith("Interrupted.") and "Traceback" not in err

@@ -1,12 +1,13 @@
 """Player on the tiny checkpoint: legal moves, wins in one, analyses, bad input."""
 
 import logging
+import shutil
 
 import jax
 import numpy as np
 import pytest
 
-from c4jax import env
+from c4jax import checkpoints, env
 from c4jax.judge import arena, registry
 from c4jax.player import Move, Player
 
@@ -144,3 +145,20 @@ def test_the_pretrained_agent_loads_and_beats_lookahead():
     lookahead = registry.make_agent("lookahead").agent
     result = arena.play_games(agent, lookahead, jax.random.key(0), 40, opening_moves=2)
     assert result.score >= 0.8, str(result)
+
+
+def test_a_damaged_best_checkpoint_falls_back_with_a_warning(tiny_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    reader = checkpoints.open_for_reading(run)
+    best = checkpoints.best_step(reader)
+    reader.close()
+    data = max((run / "checkpoints" / str(best) / "state").glob("**/d/*"),
+               key=lambda p: p.stat().st_size)
+    data.write_bytes(b"")  # an emptied data file
+    with pytest.warns(checkpoints.DamagedCheckpointWarning, match=f"checkpoint {best} in"):
+        player = Player.load(run, num_simulations=0)
+    assert player.step != best
+    assert 0 <= player.best_move("").index < 7
+    with pytest.raises(ValueError, match=rf"checkpoint {best} in .* is damaged \(an empty data"):
+        Player.load(run, step=best)
