@@ -173,7 +173,7 @@ def test_two_device_run_from_the_command_line(tmp_path):
         "--eval.every", "0", devices=2,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "devices: 2 x cpu" in out.stdout
+    assert "iterations on 2 x cpu" in out.stdout
     assert (tmp_path / "checkpoints" / "2").exists()
 
 
