@@ -350,28 +350,13 @@ def _read_network(manager: ocp.CheckpointManager, step: int) -> NetworkCheckpoin
         raise DamagedCheckpointError(manager.directory, step, reason)
     config = restore_config(manager, step)
     target = {"learner": _abstract_variables(config.network)}
-    _ignore_closed_event_loop_errors()
-    try:
-        restored = manager.restore(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.PyTreeRestore(
-                    item=target,
-                    restore_args=ocp.checkpoint_utils.construct_restore_args(target),
-                    partial_restore=True,
-                )
-            ),
-        )
-    except Exception as err:
-        step_dir = Path(manager.directory) / str(step)
-        if _fits(step_dir, target, partial=True) is False:
-            raise ValueError(
-                f"{manager.directory}: the network in checkpoint {step} does not match its "
-                f"configuration ({_short_error(err, step_dir)})"
-            ) from None
-        raise DamagedCheckpointError(
-            manager.directory, step, _short_error(err, step_dir)
-        ) from None
+    args = ocp.args.PyTreeRestore(
+        item=target,
+        restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+        partial_restore=True,
+    )
+    mismatch = f"the network in checkpoint {step} does not match its configuration"
+    restored = _restore_or_explain(manager, step, args, target, partial=True, mismatch=mismatch)
     learner_part = restored.state["learner"]
     variables = {"params": learner_part["params"], "batch_stats": learner_part["batch_stats"]}
     return NetworkCheckpoint(config=config, variables=variables, step=int(step))
@@ -379,22 +364,29 @@ def _read_network(manager: ocp.CheckpointManager, step: int) -> NetworkCheckpoin
 
 def _read_state(manager: ocp.CheckpointManager, step: int, abstract_state):
     """Orbax's restore of the whole state, its errors told apart as the module says."""
+    args = ocp.args.StandardRestore(abstract_state)
+    mismatch = f"checkpoint {step} does not match this version of c4jax's training state"
+    return _restore_or_explain(
+        manager, step, args, abstract_state, partial=False, mismatch=mismatch
+    ).state
+
+
+def _restore_or_explain(manager, step: int, args, target, *, partial: bool, mismatch: str):
+    """``manager.restore`` of the ``state`` item; a failure becomes a ValueError
+    saying ``mismatch`` when the stored tree does not fit ``target``, else a
+    ``DamagedCheckpointError``."""
     _ignore_closed_event_loop_errors()
     try:
-        restored = manager.restore(
-            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
-        )
+        return manager.restore(step, args=ocp.args.Composite(state=args))
     except Exception as err:  # Orbax and TensorStore raise many types, even Exception
         step_dir = Path(manager.directory) / str(step)
-        if _fits(step_dir, abstract_state, partial=False) is False:
+        if _fits(step_dir, target, partial=partial) is False:
             raise ValueError(
-                f"{manager.directory}: checkpoint {step} does not match this version of "
-                f"c4jax's training state ({_short_error(err, step_dir)})"
+                f"{manager.directory}: {mismatch} ({_short_error(err, step_dir)})"
             ) from None
         raise DamagedCheckpointError(
             manager.directory, step, _short_error(err, step_dir)
         ) from None
-    return restored.state
 
 
 def _fits(step_dir: Path, target, *, partial: bool) -> bool | None:

@@ -92,10 +92,11 @@ def _finite(metrics: dict[str, float]) -> bool:
 
 def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
     """The newest good checkpoint's state and step, or (None, 0) for a new run."""
+    mover = jax.process_index() == 0  # one process moves damaged checkpoints aside
     resumed = checkpoints.restore_latest_good(
         manager,
         run.abstract_state(),
-        quarantine=workdir / checkpoints.QUARANTINE_DIR,
+        quarantine=workdir / checkpoints.QUARANTINE_DIR if mover else None,
         check_config=lambda stored: check_compatible(stored, config),
     )
     if resumed is None:
@@ -127,7 +128,7 @@ def train_and_evaluate(
 
     Returns:
         A summary: ``step``, ``workdir``, the last ``metrics`` and ``eval``, the
-        final ``state`` (a ``TrainState``, None if nothing was done), ``done``
+        final ``state`` (a ``TrainState``; the restored one if nothing was done), ``done``
         (iterations this call did) and ``interrupted`` (stopped by Ctrl-C).
 
     Raises:
