@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import re
 import shutil
 import sys
@@ -500,6 +501,27 @@ def _ignore_closed_event_loop_errors() -> None:
 
     hook._c4jax_restore_leftovers_filter = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+    # The failed reads' tasks also end up in asyncio's "Task exception was
+    # never retrieved" log records.
+    logging.getLogger("asyncio").addFilter(_drop_orbax_task_leftovers)
+
+
+def _drop_orbax_task_leftovers(record: logging.LogRecord) -> bool:
+    """A ``logging`` filter: False (drop) for asyncio's report of an Orbax read task
+    whose exception nobody retrieved (the restore already failed and said why)."""
+    if "exception was never retrieved" not in str(record.msg):
+        return True
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is None:
+        return True
+    if any(mark in str(exc) for mark in ("tensorstore_spec", "OCDBT database")):
+        return False  # a TensorStore read error (a bare Future has no traceback)
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(_ORBAX_DIR):
+            return False
+        tb = tb.tb_next
+    return True
 
 
 _ORBAX_DIR = str(Path(ocp.__file__).resolve().parent)
