@@ -14,6 +14,7 @@ would inflate it.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -32,8 +33,12 @@ _RECENT = 20  # iterations the ETA averages over
 
 
 def default_mode() -> Mode:
-    """``bar`` when stderr is a terminal, else ``lines``."""
-    return "bar" if sys.stderr.isatty() else "lines"
+    """``bar`` when stderr is a terminal (of known width), else ``lines``."""
+    try:
+        width = os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return "lines"
+    return "bar" if sys.stderr.isatty() and width > 0 else "lines"
 
 
 def format_duration(seconds: float) -> str:

@@ -384,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     cli.one_line_warnings()
+    checkpoints.quiet_orbax_logs()
     config, workdir = call.config, call.workdir
     devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
     print(
