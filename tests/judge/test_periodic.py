@@ -27,8 +27,11 @@ def test_evaluate_reports_matches_solver_sample_and_score(tiny):
     for key in ["win_rate/random", "win_rate/lookahead", "mistake/L1_R1", "mistake/L3_R1",
                 "mistake_nontrivial/L1_R1", "mistake_rate"]:
         assert 0.0 <= out[key] <= 1.0, key
-    expected = np.mean([out["score/random"], out["score/lookahead"], 1 - out["mistake_rate"]])
-    assert out["score"] == pytest.approx(expected)
+    assert out["score"] == pytest.approx(1 - out["mistake_rate"])  # matches saturate
+    no_solver = dataclasses.replace(eval_cfg, solver_positions=0)
+    out = periodic.evaluate(act, run.variables(state), jax.random.key(0), no_solver)
+    assert "mistake_rate" not in out
+    assert out["score"] == pytest.approx(np.mean([out["score/random"], out["score/lookahead"]]))
 
 
 def test_gating_match_of_a_network_against_itself_is_even(tiny):
