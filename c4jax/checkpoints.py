@@ -24,10 +24,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import logging
-import re
-import shutil
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -40,8 +36,14 @@ import orbax.checkpoint as ocp
 from flax import serialization
 from orbax.checkpoint import checkpoint_managers as policies
 
+from c4jax import checkpoint_damage as damage
 from c4jax import config as config_lib
 from c4jax import network
+from c4jax.checkpoint_damage import (  # noqa: F401 - part of this module's API
+    DamagedCheckpointError,
+    DamagedCheckpointWarning,
+    check_damage,
+)
 
 SCORE = "score"  # metric that ranks checkpoints; higher is better
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"  # the agent shipped in the package
@@ -110,19 +112,6 @@ def save(
     )
 
 
-class DamagedCheckpointWarning(UserWarning):
-    """A damaged checkpoint was skipped; an older good one is used instead."""
-
-
-class DamagedCheckpointError(ValueError):
-    """A checkpoint that cannot be read back: a file of it is missing, empty or unreadable."""
-
-    def __init__(self, directory: Path, step: int, reason: str):
-        super().__init__(f"checkpoint {step} in {directory} is damaged ({reason})")
-        self.step = step
-        self.reason = reason
-
-
 @dataclasses.dataclass(frozen=True)
 class Resumed:
     """What ``restore_latest_good`` found: the newest good checkpoint."""
@@ -131,49 +120,6 @@ class Resumed:
     step: int  # its step
     config: config_lib.Config  # the config stored with it
     skipped: tuple[tuple[int, str], ...]  # (step, reason) of the damaged newer ones
-
-
-# The files of a checkpoint that reading it back needs, as Orbax 0.12 writes
-# them on a local disk. Others that it writes (commit_success.txt,
-# state/_sharding, state/array_metadatas/, state/ocdbt.process_0/manifest.ocdbt)
-# are not needed to restore, and which of them exist depends on the Orbax version.
-_NEEDED_DIRS = ("state", "config")
-_NEEDED_FILES = (
-    "_CHECKPOINT_METADATA",
-    "config/metadata",
-    "state/_METADATA",
-    "state/manifest.ocdbt",
-)
-
-
-def check_damage(directory: Path, step: int) -> str | None:
-    """A cheap look at checkpoint ``step`` in a run's ``checkpoints/``, without Orbax.
-
-    Returns:
-        What is wrong in a few words ("state/_METADATA is missing", "an empty
-        data file: state/d/...") or None when nothing obvious is. A truncated
-        (not emptied) data file is only found by reading it.
-    """
-    step_dir = Path(directory) / str(step)
-    if not step_dir.is_dir():
-        return "its directory is missing"
-    for name in _NEEDED_DIRS:
-        if not (step_dir / name).is_dir():
-            return f"{name}/ is missing"
-    for name in _NEEDED_FILES:
-        path = step_dir / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size == 0:
-            return f"{name} is empty"
-    state_dir = step_dir / "state"
-    for folder in [state_dir / "d", *sorted(state_dir.glob("ocdbt.process_*/d"))]:
-        if not folder.is_dir():
-            continue
-        for data in sorted(folder.iterdir()):
-            if data.is_file() and data.stat().st_size == 0:
-                return f"an empty data file: {data.relative_to(step_dir)}"
-    return None
 
 
 def restore_config(manager: ocp.CheckpointManager, step: int) -> config_lib.Config:
@@ -189,7 +135,7 @@ def restore_config(manager: ocp.CheckpointManager, step: int) -> config_lib.Conf
             raise ValueError(f"not a JSON object but {type(stored).__name__}")
     except Exception as err:  # a JSON, OS or Orbax error: damage either way
         raise DamagedCheckpointError(
-            manager.directory, step, f"config/metadata is unreadable: {_short_error(err)}"
+            manager.directory, step, f"config/metadata is unreadable: {damage.short_error(err)}"
         ) from None
     return config_lib.from_dict(stored)
 
@@ -257,11 +203,12 @@ def restore_latest_good(
             continue
         break
     else:
-        raise _all_damaged(manager.directory, skipped)
+        raise damage.all_damaged_error(manager.directory, skipped)
     for bad, reason in skipped:
         note = ""
         if quarantine is not None:
-            note = f"; moved it to {_move_aside(Path(manager.directory) / str(bad), quarantine)}"
+            moved = damage.move_aside(Path(manager.directory) / str(bad), quarantine)
+            note = f"; moved it to {moved}"
         warnings.warn(
             DamagedCheckpointWarning(
                 f"checkpoint {bad} in {manager.directory} is damaged ({reason}); "
@@ -339,7 +286,7 @@ def restore_variables(run_dir: str | Path, step: int | None = None) -> NetworkCh
                     stacklevel=2,
                 )
             return found
-        raise _all_damaged(manager.directory, skipped)
+        raise damage.all_damaged_error(manager.directory, skipped)
     finally:
         manager.close()
 
@@ -376,99 +323,18 @@ def _restore_or_explain(manager, step: int, args, target, *, partial: bool, mism
     """``manager.restore`` of the ``state`` item; a failure becomes a ValueError
     saying ``mismatch`` when the stored tree does not fit ``target``, else a
     ``DamagedCheckpointError``."""
-    _ignore_closed_event_loop_errors()
+    damage.quiet_restore_leftovers()
     try:
         return manager.restore(step, args=ocp.args.Composite(state=args))
     except Exception as err:  # Orbax and TensorStore raise many types, even Exception
         step_dir = Path(manager.directory) / str(step)
-        if _fits(step_dir, target, partial=partial) is False:
+        if damage.stored_tree_fits(step_dir, target, partial=partial) is False:
             raise ValueError(
-                f"{manager.directory}: {mismatch} ({_short_error(err, step_dir)})"
+                f"{manager.directory}: {mismatch} ({damage.short_error(err, step_dir)})"
             ) from None
         raise DamagedCheckpointError(
-            manager.directory, step, _short_error(err, step_dir)
+            manager.directory, step, damage.short_error(err, step_dir)
         ) from None
-
-
-def _fits(step_dir: Path, target, *, partial: bool) -> bool | None:
-    """Whether the tree stored in ``step_dir/state`` (its ``_METADATA``) fits ``target``.
-
-    Leaves are compared by path (key names only: Orbax stores dataclasses and
-    tuples as dicts) and shape; ``partial``: ``target`` may be a part of it.
-    None when the stored tree cannot be read.
-    """
-    handler = ocp.StandardCheckpointHandler()
-    try:
-        stored = _leaf_shapes(handler.metadata(step_dir / "state"))
-    except Exception:
-        return None
-    finally:
-        handler.close()
-    wanted = _leaf_shapes(target)
-    if not partial and set(stored) != set(wanted):
-        return False
-    return all(stored.get(path) == shape for path, shape in wanted.items())
-
-
-def _leaf_shapes(tree) -> dict[tuple[str, ...], tuple[int, ...]]:
-    def name(key) -> str:
-        for attr in ("key", "name", "idx"):
-            if hasattr(key, attr):
-                return str(getattr(key, attr))
-        return str(key)
-
-    return {
-        tuple(name(k) for k in path): tuple(getattr(leaf, "shape", ()))
-        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
-    }
-
-
-_STATUS = re.compile(r"[A-Z][A-Z_]{3,}: ")  # TensorStore's status codes: NOT_FOUND: ...
-
-
-def _short_error(err: BaseException, step_dir: Path | None = None) -> str:
-    """The first meaningful line of ``err`` (or of the TensorStore error under it), short."""
-    chain: list[BaseException] = []
-    cause: BaseException | None = err
-    while cause is not None and cause not in chain and len(chain) < 16:
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    # Orbax wraps TensorStore's errors in a generic one that prints a spec of
-    # many lines; the deepest error with a status code says what went wrong.
-    best = next((e for e in reversed(chain) if _STATUS.match(str(e).strip())), err)
-    text = str(best).strip()
-    if isinstance(best, KeyError) and len(best.args) == 1:
-        text = str(best.args[0])
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    line = line.split(" See full TensorStore details")[0]
-    line = re.sub(r'Error opening "\w+" driver: ', "", line)
-    line = re.sub(r' in OCDBT database at local file "[^"]*"', "", line)
-    if step_dir is not None:
-        line = line.replace(f"{Path(step_dir).absolute()}/", "")
-    if not _STATUS.match(line):
-        line = f"{type(best).__name__}: {line}" if line else type(best).__name__
-    return line if len(line) <= 150 else line[:147] + "..."
-
-
-def _all_damaged(directory: Path, skipped: list[tuple[int, str]]) -> ValueError:
-    listing = "; ".join(f"{step}: {reason}" for step, reason in skipped)
-    return ValueError(
-        f"every checkpoint in {directory} is damaged ({listing}); to start over, move "
-        f"{directory} aside (or train in a new --workdir); to play, pick another run"
-    )
-
-
-def _move_aside(step_dir: Path, quarantine: Path) -> Path:
-    """Moves ``step_dir`` into ``quarantine`` (as its name, else NAME-1, NAME-2, ...)."""
-    quarantine = Path(quarantine)
-    quarantine.mkdir(parents=True, exist_ok=True)
-    target = quarantine / step_dir.name
-    suffix = 0
-    while target.exists():
-        suffix += 1
-        target = quarantine / f"{step_dir.name}-{suffix}"
-    shutil.move(str(step_dir), str(target))
-    return target
 
 
 def _by_score(manager: ocp.CheckpointManager) -> list[int]:
@@ -478,66 +344,6 @@ def _by_score(manager: ocp.CheckpointManager) -> list[int]:
         metrics = manager.metrics(step) or {}
         scored.append((metrics.get(SCORE, -float("inf")), step))
     return [step for _, step in sorted(scored, reverse=True)]
-
-
-def _ignore_closed_event_loop_errors() -> None:
-    """Keeps Orbax's asyncio leftovers of a failed restore off stderr.
-
-    When one array of a restore fails, Orbax closes its event loop while
-    TensorStore still reads the others. As each read ends, TensorStore's
-    callback calls ``loop.call_soon_threadsafe`` on the closed loop, and the
-    pending Orbax coroutines raise again when they are garbage collected; both
-    go to ``sys.unraisablehook`` (tracebacks on stderr), possibly long after
-    the restore has returned. This installs (once) a hook that drops exactly
-    those two kinds and passes everything else on to the hook before it.
-    """
-    previous = sys.unraisablehook
-    if getattr(previous, "_c4jax_restore_leftovers_filter", False):
-        return
-
-    def hook(unraisable) -> None:
-        if not _is_restore_leftover(unraisable):
-            previous(unraisable)
-
-    hook._c4jax_restore_leftovers_filter = True  # type: ignore[attr-defined]
-    sys.unraisablehook = hook
-    # The failed reads' tasks also end up in asyncio's "Task exception was
-    # never retrieved" log records.
-    logging.getLogger("asyncio").addFilter(_drop_orbax_task_leftovers)
-
-
-def _drop_orbax_task_leftovers(record: logging.LogRecord) -> bool:
-    """A ``logging`` filter: False (drop) for asyncio's report of an Orbax read task
-    whose exception nobody retrieved (the restore already failed and said why)."""
-    if "exception was never retrieved" not in str(record.msg):
-        return True
-    exc = record.exc_info[1] if record.exc_info else None
-    if exc is None:
-        return True
-    if any(mark in str(exc) for mark in ("tensorstore_spec", "OCDBT database")):
-        return False  # a TensorStore read error (a bare Future has no traceback)
-    tb = exc.__traceback__
-    while tb is not None:
-        if str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(_ORBAX_DIR):
-            return False
-        tb = tb.tb_next
-    return True
-
-
-_ORBAX_DIR = str(Path(ocp.__file__).resolve().parent)
-
-
-def _is_restore_leftover(unraisable) -> bool:
-    """An unraisable error left by a failed Orbax restore (see above)."""
-    exc = unraisable.exc_value
-    if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
-        tb = unraisable.exc_traceback
-        while tb is not None:
-            if tb.tb_frame.f_code.co_name == "call_soon_threadsafe":
-                return True
-            tb = tb.tb_next
-    code = getattr(unraisable.object, "cr_code", None)  # a coroutine being finalized
-    return code is not None and str(Path(code.co_filename).resolve()).startswith(_ORBAX_DIR)
 
 
 def export_network(checkpoint: NetworkCheckpoint, out_dir: str | Path, info: dict) -> Path:
