@@ -9,7 +9,7 @@ from c4jax import config as config_lib
 from c4jax.config import Config
 
 
-@pytest.mark.parametrize("name", ["tiny", "cpu", "gpu", "tpu"])
+@pytest.mark.parametrize("name", ["tiny", "cpu", "gpu", "tpu", "strong"])
 def test_presets_load_and_validate(name):
     cfg = config_lib.load(name)
     config_lib.validate(cfg)
@@ -64,7 +64,7 @@ def test_unknown_and_mistyped_fields_are_rejected(tmp_path):
     path.write_text("{nope")
     with pytest.raises(ValueError, match="not valid JSON"):
         config_lib.load(str(path))
-    with pytest.raises(ValueError, match="presets: cpu, gpu, tiny, tpu"):
+    with pytest.raises(ValueError, match="presets: cpu, gpu, strong, tiny, tpu"):
         config_lib.load("nonexistent")
 
 

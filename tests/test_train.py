@@ -184,7 +184,7 @@ def test_two_device_run_from_the_command_line(tmp_path):
         (["--train.selfplay-batch", "3"], "multiple of the device count (2)"),
         (["--train.bogus", "1"], "Unrecognized options: --train.bogus"),
         (["--search.algorithm", "alphabeta"], "invalid choice 'alphabeta'"),
-        (["--config", "nonexistent"], "presets: cpu, gpu, tiny, tpu"),
+        (["--config", "nonexistent"], "presets: cpu, gpu, strong, tiny, tpu"),
         (["--workdir", "README.md"], "--workdir README.md: exists and is a file, not a directory"),
         (["--workdir", "README.md/run"], "lies below README.md, which is a file"),
         (["--workdir", "/proc/c4jax/run"], "--workdir /proc/c4jax/run: cannot create /proc/c4jax"),
