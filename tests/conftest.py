@@ -39,6 +39,19 @@ def tiny_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.fixture
+def tiny_run_copy(tiny_run, tmp_path):
+    """``(run_dir, best_step)``: a private copy of the tiny run, which a test may damage."""
+    from c4jax import checkpoints
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    reader = checkpoints.open_for_reading(run)
+    best = checkpoints.best_step(reader)
+    reader.close()
+    return run, best
+
+
 # Debian's chromium, driven by playwright (never `playwright install`: no downloads here).
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -129,21 +128,9 @@ def test_solver_json(tiny_run, tmp_path, capsys):
                 assert rate is None or 0.0 <= low <= rate <= high <= 1.0
 
 
-def _damaged_copy(tiny_run, tmp_path):
-    """A copy of the tiny run whose best checkpoint lost its state/_METADATA."""
-    from c4jax import checkpoints
-
-    run = tmp_path / "run"
-    shutil.copytree(tiny_run, run)
-    reader = checkpoints.open_for_reading(run)
-    best = checkpoints.best_step(reader)
-    reader.close()
+def test_a_damaged_best_checkpoint_is_skipped_with_one_warning_line(tiny_run_copy):
+    run, best = tiny_run_copy
     (run / "checkpoints" / str(best) / "state" / "_METADATA").unlink()
-    return run, best
-
-
-def test_a_damaged_best_checkpoint_is_skipped_with_one_warning_line(tiny_run, tmp_path):
-    run, best = _damaged_copy(tiny_run, tmp_path)
     proc = subprocess.run(
         [sys.executable, "-m", "c4jax.evaluate", "match", f"{run}@0", "random", "--games", "2"],
         capture_output=True, text=True, cwd=ROOT, timeout=300,

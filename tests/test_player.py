@@ -1,7 +1,6 @@
 """Player on the tiny checkpoint: legal moves, wins in one, analyses, bad input."""
 
 import logging
-import shutil
 
 import jax
 import numpy as np
@@ -147,12 +146,8 @@ def test_the_pretrained_agent_loads_and_beats_lookahead():
     assert result.score >= 0.8, str(result)
 
 
-def test_a_damaged_best_checkpoint_falls_back_with_a_warning(tiny_run, tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(tiny_run, run)
-    reader = checkpoints.open_for_reading(run)
-    best = checkpoints.best_step(reader)
-    reader.close()
+def test_a_damaged_best_checkpoint_falls_back_with_a_warning(tiny_run_copy):
+    run, best = tiny_run_copy
     data = max((run / "checkpoints" / str(best) / "state").glob("**/d/*"),
                key=lambda p: p.stat().st_size)
     data.write_bytes(b"")  # an emptied data file
