@@ -115,6 +115,13 @@ def _to_json(x):
 
 
 def run_match(args) -> dict:
+    if args.every_opening:
+        if not 0 <= args.openings <= arena.MAX_EXHAUSTIVE_OPENING:
+            raise ValueError(
+                f"--every-opening: --openings {args.openings}, allowed: "
+                f"0..{arena.MAX_EXHAUSTIVE_OPENING} (7^K openings)"
+            )
+        args.games = 2 * arena.num_exhaustive_openings(args.openings)
     if args.games < 1:
         raise ValueError(f"--games: got {args.games}, allowed: >= 1")
     _check_openings(args.openings)
@@ -131,11 +138,13 @@ def run_match(args) -> dict:
         progress=True,
         desc=f"{name_a} vs {name_b}",
         observer=judge,
+        every_opening=args.every_opening,
     )
     summary = {
         "a": name_a,
         "b": name_b,
         "openings": args.openings,
+        "every_opening": args.every_opening,
         "seed": args.seed,
         **arena.match_summary(result),
         "seconds": time.perf_counter() - start,
@@ -299,6 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="uniformly random plies before the agents take over, shared by both games of a"
         " colour-swapped pair, so that deterministic agents play varied games (default 2)",
+    )
+    match.add_argument(
+        "--every-opening",
+        action="store_true",
+        help="play every K-ply opening (K = --openings <= 4) once in each colour instead of"
+        " random ones: 2 x 7^K games (98 for K = 2), whatever --games says",
     )
     match.add_argument(
         "--batch-size", type=int, default=256, help="games played at once (default 256)"

@@ -88,6 +88,17 @@ def test_match_json(tiny_run, tmp_path, capsys):
     assert result["openings"] == 1 and result["seed"] == 3
 
 
+def test_match_from_every_opening(tmp_path, capsys):
+    out = tmp_path / "match.json"
+    argv = ["match", "lookahead", "random", "--openings", "1", "--every-opening"]
+    assert evaluate.main([*argv, "--json", str(out)]) == 0
+    assert "every 1-ply opening once per colour" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["games"] == 14 and result["every_opening"] is True
+    assert evaluate.main(["match", "random", "random", "--openings", "5", "--every-opening"]) == 2
+    assert "--every-opening: --openings 5, allowed: 0..4" in capsys.readouterr().err
+
+
 def test_elo_json_and_plot(tiny_run, tmp_path, capsys):
     out, png = tmp_path / "elo.json", tmp_path / "elo.png"
     argv = ["elo", f"{tiny_run}@0", "lookahead", "--games", "4", "--bootstrap", "20"]

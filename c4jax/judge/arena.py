@@ -92,16 +92,39 @@ class MatchResult:
 # --- The match: compiled whole, or ply by ply with a host agent. ---
 
 
-def _opening(key: jax.Array, *, num_pairs: int, opening_moves: int) -> env.State:
-    """[P] starting positions: ``opening_moves`` uniformly random plies from the empty board."""
+MAX_EXHAUSTIVE_OPENING = 4  # 7**4 = 2401 openings; up to 6 plies every sequence is legal
+
+
+def num_exhaustive_openings(opening_moves: int) -> int:
+    """How many distinct ``opening_moves``-ply openings there are: 7**K (K <= 4)."""
+    if not 0 <= opening_moves <= MAX_EXHAUSTIVE_OPENING:
+        raise ValueError(
+            f"every opening: got {opening_moves} plies, allowed: 0..{MAX_EXHAUSTIVE_OPENING}"
+        )
+    return env.NUM_ACTIONS**opening_moves
+
+
+def _opening(
+    key: jax.Array, *, num_pairs: int, opening_moves: int, exhaustive: bool = False
+) -> env.State:
+    """[P] starting positions after ``opening_moves`` plies from the empty board.
+
+    Random plies by default; ``exhaustive``: pair ``i`` plays the ``i``-th
+    (mod 7**K) of all K-ply sequences, the first ply the most significant
+    base-7 digit (no column fills and no game ends within 6 plies).
+    """
+    pair = jnp.arange(num_pairs)
 
     def opening_ply(i, s):
+        if exhaustive:
+            digit = (pair // env.NUM_ACTIONS ** (opening_moves - 1 - i)) % env.NUM_ACTIONS
+            return env.step(s, digit.astype(jnp.int32))
         return env.step(s, random_agent(jax.random.fold_in(key, i), s))
 
     return jax.lax.fori_loop(0, opening_moves, opening_ply, env.init_batch(num_pairs))
 
 
-def _build_match(static_a, static_b, num_pairs: int, opening_moves: int):
+def _build_match(static_a, static_b, num_pairs: int, opening_moves: int, exhaustive: bool):
     """Jitted ``(key, arrays_a, arrays_b) -> (winner [2, P], num_moves [2, P])``.
 
     Row 0 holds the games in which agent_a moves first, row 1 those in which
@@ -112,7 +135,9 @@ def _build_match(static_a, static_b, num_pairs: int, opening_moves: int):
         agent_a = join_agent(static_a, arrays_a)
         agent_b = join_agent(static_b, arrays_b)
         k_open, k_play = jax.random.split(key)
-        start = _opening(k_open, num_pairs=num_pairs, opening_moves=opening_moves)
+        start = _opening(
+            k_open, num_pairs=num_pairs, opening_moves=opening_moves, exhaustive=exhaustive
+        )
 
         def ply(k, first_group, second_group, a_to_move_in_first):
             """One ply: one agent moves in the a-first half, the other in the b-first half."""
@@ -158,6 +183,7 @@ def _play_on_host(
     num_pairs: int,
     opening_moves: int,
     observer: Observer | None = None,
+    exhaustive: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The match of ``_build_match`` ply by ply from Python, for host agents.
 
@@ -171,9 +197,11 @@ def _play_on_host(
     """
     k_open, k_play = jax.random.split(key)
     opening = protocol.cached_jit(
-        ("opening", num_pairs, opening_moves),
+        ("opening", num_pairs, opening_moves, exhaustive),
         lambda: jax.jit(
-            functools.partial(_opening, num_pairs=num_pairs, opening_moves=opening_moves)
+            functools.partial(
+                _opening, num_pairs=num_pairs, opening_moves=opening_moves, exhaustive=exhaustive
+            )
         ),
     )
     step = protocol.cached_jit(("env.step",), lambda: jax.jit(env.step))
@@ -205,6 +233,7 @@ def play_games(
     *,
     opening_moves: int = 0,
     observer: Observer | None = None,
+    every_opening: bool = False,
 ) -> MatchResult:
     """Plays ``num_games`` games between two agents, colours alternated.
 
@@ -222,6 +251,9 @@ def play_games(
         observer: ``observer(state[B], actions [B], is_a)`` called before every
             ply of the agents (positions with numpy leaves, finished games
             included); it makes the match run ply by ply from Python.
+        every_opening: the openings are not random but all 7**K K-ply
+            sequences in turn (K = ``opening_moves`` <= 4): with ``num_games``
+            = 2 * 7**K, every opening once in each colour.
 
     Returns:
         A ``MatchResult`` from agent_a's side.
@@ -230,17 +262,21 @@ def play_games(
         raise ValueError(f"num_games must be >= 1, got {num_games}")
     if not 0 <= opening_moves < env.NUM_CELLS:
         raise ValueError(f"opening_moves must be in 0..41, got {opening_moves}")
+    if every_opening:
+        num_exhaustive_openings(opening_moves)  # checks the range
     num_pairs = (num_games + 1) // 2
     if protocol.is_host(agent_a) or protocol.is_host(agent_b) or observer is not None:
         winner, num_moves = _play_on_host(
-            agent_a, agent_b, key, num_pairs, opening_moves, observer
+            agent_a, agent_b, key, num_pairs, opening_moves, observer, every_opening
         )
     else:
         static_a, arrays_a = split_agent(agent_a)
         static_b, arrays_b = split_agent(agent_b)
         match = protocol.cached_jit(
-            ("match", static_a, static_b, num_pairs, opening_moves),
-            functools.partial(_build_match, static_a, static_b, num_pairs, opening_moves),
+            ("match", static_a, static_b, num_pairs, opening_moves, every_opening),
+            functools.partial(
+                _build_match, static_a, static_b, num_pairs, opening_moves, every_opening
+            ),
         )
         winner, num_moves = jax.device_get(match(key, arrays_a, arrays_b))  # [2, P] each
 
@@ -267,6 +303,7 @@ def play_match(
     progress: bool = False,
     desc: str | None = None,
     observer: Observer | None = None,
+    every_opening: bool = False,
 ) -> MatchResult:
     """``play_games`` in equal chunks of at most ``batch_size`` games.
 
@@ -276,6 +313,8 @@ def play_match(
     Args:
         agent_a, agent_b, key, opening_moves, observer: as for ``play_games``
             (the observer also sees the surplus games of the last chunk).
+        every_opening: as for ``play_games``; the match is then one chunk,
+            whatever ``batch_size``, so that no opening repeats.
         num_games: games that count, >= 1.
         batch_size: games played at once.
         progress: show a progress bar over the chunks, labelled ``desc``.
@@ -285,7 +324,7 @@ def play_match(
     """
     if num_games < 1:
         raise ValueError(f"--games: got {num_games}, allowed: >= 1")
-    num_chunks = math.ceil(num_games / max(2, batch_size))
+    num_chunks = 1 if every_opening else math.ceil(num_games / max(2, batch_size))
     size = math.ceil(num_games / num_chunks)
     size += size % 2  # whole pairs per chunk
     parts = []
@@ -298,6 +337,7 @@ def play_match(
                 size,
                 opening_moves=opening_moves,
                 observer=observer,
+                every_opening=every_opening,
             )
         )
     outcomes = np.concatenate([p.outcomes for p in parts])[:num_games]
@@ -376,7 +416,11 @@ def format_match(summary: dict) -> str:
     """A plain-text table of ``match_summary`` output (with ``a`` and ``b`` names)."""
     lines = [
         f"{summary['a']}  vs  {summary['b']}: {summary['games']} games, colours alternated,"
-        f" {summary['openings']} random opening plies",
+        + (
+            f" every {summary['openings']}-ply opening once per colour"
+            if summary.get("every_opening")
+            else f" {summary['openings']} random opening plies"
+        ),
         "",
         f"{'result for A':<12}  {'games':>5}  {'rate':>6}  95% CI",
     ]

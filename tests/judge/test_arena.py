@@ -155,3 +155,33 @@ def test_an_observer_sees_every_ply_and_does_not_change_the_games():
     assert all(shape == (3,) for _, shape, _ in seen)  # a half-batch: 3 pairs
     live_plies = sum(live for live, _, _ in seen)
     assert live_plies == int(watched.num_moves.sum()) - 2 * 6  # all plies after the opening
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["jitted", "host"])
+def test_every_opening_plays_each_two_ply_opening_once_in_each_colour(host):
+    """98 games from the 49 two-ply openings: a-first and b-first games each start
+    from all 49 distinct positions (checked on the starting positions)."""
+    starts = arena._opening(jax.random.key(0), num_pairs=49, opening_moves=2, exhaustive=True)
+    boards = np.asarray(env.observe(starts)).reshape(49, -1)
+    assert len({b.tobytes() for b in boards}) == 49
+    assert np.all(np.asarray(starts.num_moves) == 2)
+    first = {True: [], False: []}
+
+    def observer(state, actions, is_a):
+        if int(np.asarray(state.num_moves).min()) == 2 and not first[is_a]:
+            first[is_a].append(np.asarray(env.observe(state)).reshape(49, -1))
+
+    result = arena.play_games(
+        agents.lookahead_agent, agents.random_agent, jax.random.key(1), 98,
+        opening_moves=2, every_opening=True, observer=observer if host else None,
+    )
+    assert result.num_games == 98 and np.all(result.num_moves >= 7)
+    if host:
+        for is_a in (True, False):
+            assert {b.tobytes() for b in first[is_a][0]} == {b.tobytes() for b in boards}
+
+
+def test_every_opening_is_limited_to_four_plies():
+    with pytest.raises(ValueError, match=r"allowed: 0..4"):
+        arena.play_games(agents.random_agent, agents.random_agent, jax.random.key(0), 2,
+                         opening_moves=5, every_opening=True)
