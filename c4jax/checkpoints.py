@@ -148,9 +148,7 @@ def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):
         ValueError: it is whole but of another c4jax version ("does not
             match this version of c4jax's training state").
     """
-    reason = check_damage(manager.directory, step)
-    if reason is not None:
-        raise DamagedCheckpointError(manager.directory, step, reason)
+    _require_undamaged(manager, step)
     return _read_state(manager, step, abstract_state)
 
 
@@ -188,37 +186,55 @@ def restore_latest_good(
     steps = sorted(manager.all_steps(), reverse=True)
     if not steps:
         return None
+
+    def read(step: int) -> Resumed:
+        _require_undamaged(manager, step)  # first: a missing file says so, not a side effect
+        config = restore_config(manager, step)
+        if check_config is not None:
+            check_config(config)
+        state = _read_state(manager, step, abstract_state)
+        return Resumed(state=state, step=int(step), config=config, skipped=())
+
+    found, skipped = _first_good(manager, steps, read)
+    notes = {}
+    if quarantine is not None:
+        for bad, _ in skipped:
+            moved = damage.move_aside(Path(manager.directory) / str(bad), quarantine)
+            notes[bad] = f"; moved it to {moved}"
+        if skipped:
+            manager.reload()
+    _warn_skipped(manager, skipped, found.step, notes)
+    return dataclasses.replace(found, skipped=tuple(skipped))
+
+
+def _require_undamaged(manager: ocp.CheckpointManager, step: int) -> None:
+    reason = check_damage(manager.directory, step)
+    if reason is not None:
+        raise DamagedCheckpointError(manager.directory, step, reason)
+
+
+def _first_good(manager: ocp.CheckpointManager, candidates, read):
+    """``(read(step), skipped)`` for the first of ``candidates`` that is not damaged;
+    ``skipped`` lists ``(step, reason)`` of those before it. All damaged: ValueError."""
     skipped: list[tuple[int, str]] = []
-    for step in steps:
+    for step in candidates:
         try:
-            reason = check_damage(manager.directory, step)
-            if reason is not None:
-                raise DamagedCheckpointError(manager.directory, step, reason)
-            config = restore_config(manager, step)
-            if check_config is not None:
-                check_config(config)
-            state = _read_state(manager, step, abstract_state)
+            return read(step), skipped
         except DamagedCheckpointError as err:
             skipped.append((step, err.reason))
-            continue
-        break
-    else:
-        raise damage.all_damaged_error(manager.directory, skipped)
+    raise damage.all_damaged_error(manager.directory, skipped)
+
+
+def _warn_skipped(manager, skipped, used: int, notes: dict | None = None) -> None:
+    """One ``DamagedCheckpointWarning`` per skipped checkpoint, naming the one used."""
     for bad, reason in skipped:
-        note = ""
-        if quarantine is not None:
-            moved = damage.move_aside(Path(manager.directory) / str(bad), quarantine)
-            note = f"; moved it to {moved}"
         warnings.warn(
             DamagedCheckpointWarning(
                 f"checkpoint {bad} in {manager.directory} is damaged ({reason}); "
-                f"using checkpoint {step}{note}"
+                f"using checkpoint {used}{(notes or {}).get(bad, '')}"
             ),
-            stacklevel=2,
+            stacklevel=3,
         )
-    if skipped and quarantine is not None:
-        manager.reload()
-    return Resumed(state=state, step=int(step), config=config, skipped=tuple(skipped))
 
 
 def best_step(manager: ocp.CheckpointManager) -> int | None:
@@ -270,32 +286,18 @@ def restore_variables(run_dir: str | Path, step: int | None = None) -> NetworkCh
                     f"{run_dir}: no checkpoint at step {step}; saved: {sorted(steps)}"
                 )
             return _read_network(manager, step)
-        skipped: list[tuple[int, str]] = []
-        for candidate in _by_score(manager):
-            try:
-                found = _read_network(manager, candidate)
-            except DamagedCheckpointError as err:
-                skipped.append((candidate, err.reason))
-                continue
-            for bad, reason in skipped:
-                warnings.warn(
-                    DamagedCheckpointWarning(
-                        f"checkpoint {bad} in {manager.directory} is damaged ({reason}); "
-                        f"using checkpoint {candidate}"
-                    ),
-                    stacklevel=2,
-                )
-            return found
-        raise damage.all_damaged_error(manager.directory, skipped)
+        found, skipped = _first_good(
+            manager, _by_score(manager), lambda candidate: _read_network(manager, candidate)
+        )
+        _warn_skipped(manager, skipped, found.step)
+        return found
     finally:
         manager.close()
 
 
 def _read_network(manager: ocp.CheckpointManager, step: int) -> NetworkCheckpoint:
     """The network of checkpoint ``step`` (``DamagedCheckpointError`` if damaged)."""
-    reason = check_damage(manager.directory, step)
-    if reason is not None:
-        raise DamagedCheckpointError(manager.directory, step, reason)
+    _require_undamaged(manager, step)
     config = restore_config(manager, step)
     target = {"learner": _abstract_variables(config.network)}
     args = ocp.args.PyTreeRestore(

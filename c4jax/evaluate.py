@@ -116,12 +116,10 @@ def _to_json(x):
 
 def run_match(args) -> dict:
     if args.every_opening:
-        if not 0 <= args.openings <= arena.MAX_EXHAUSTIVE_OPENING:
-            raise ValueError(
-                f"--every-opening: --openings {args.openings}, allowed: "
-                f"0..{arena.MAX_EXHAUSTIVE_OPENING} (7^K openings)"
-            )
-        args.games = 2 * arena.num_exhaustive_openings(args.openings)
+        try:
+            args.games = 2 * arena.num_exhaustive_openings(args.openings)
+        except ValueError as err:
+            raise ValueError(f"--every-opening with --openings: {err}") from None
     if args.games < 1:
         raise ValueError(f"--games: got {args.games}, allowed: >= 1")
     _check_openings(args.openings)

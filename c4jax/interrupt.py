@@ -55,6 +55,48 @@ def exit_now(message: str, code: int = EXIT_CODE, terminal=None) -> None:
     os._exit(code)
 
 
+def _on_sigint(callback: Callable[[], None]) -> Callable[[], None]:
+    """Calls ``callback()`` from a daemon thread for every SIGINT, at once.
+
+    The C-level handler writes the signal to a socket (``signal.set_wakeup_fd``)
+    that the thread waits on, so this works while the main thread is inside
+    XLA or Orbax. Main thread only.
+
+    Returns:
+        ``release()``: puts back the handler and wakeup fd that were there before.
+    """
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    # A Python-level handler must be installed for the wakeup fd to be written;
+    # it does nothing: the thread does the work.
+    previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+
+    def wait() -> None:
+        del_guard = writer  # noqa: F841 - the socket must live as long as the thread
+        while True:
+            try:
+                data = reader.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            for _ in range(data.count(signal.SIGINT)):
+                callback()
+
+    thread = threading.Thread(target=wait, name="c4jax-interrupt", daemon=True)
+    thread.start()
+
+    def release() -> None:
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGINT, previous_handler)
+        writer.close()  # the thread sees the end of the socket and returns
+        thread.join(timeout=1.0)
+        reader.close()
+
+    return release
+
+
 def exit_on_interrupt(
     message: str = "Interrupted.", code: int = EXIT_CODE
 ) -> Callable[[], None]:
@@ -64,33 +106,12 @@ def exit_on_interrupt(
     command-line entry points, not for library code or tests.
 
     Returns:
-        ``release()``: puts Python's usual Ctrl-C handling back (for a part that
-        handles it itself, such as a web server's graceful shutdown).
+        ``release()``: puts the Ctrl-C handling from before back (Python's usual
+        one, for a part that handles it itself, such as a web server's
+        graceful shutdown).
     """
     terminal = _terminal_settings()
-    reader, writer = socket.socketpair()
-    writer.setblocking(False)
-    # A Python-level handler must be installed for the wakeup fd to be written;
-    # it does nothing: the thread below ends the process.
-    signal.signal(signal.SIGINT, lambda signum, frame: None)
-    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-
-    def wait() -> None:
-        del_guard = writer  # noqa: F841 - the socket must live as long as the thread
-        while True:
-            data = reader.recv(64)
-            if not data:
-                return
-            if signal.SIGINT in data:
-                exit_now(message, code, terminal)
-
-    def release() -> None:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        writer.close()  # the thread sees the end of the socket and returns
-
-    threading.Thread(target=wait, name="c4jax-interrupt", daemon=True).start()
-    return release
+    return _on_sigint(lambda: exit_now(message, code, terminal))
 
 
 class StopRequest:
@@ -101,10 +122,9 @@ class StopRequest:
                 ...  # one unit of work, then save
 
     The first SIGINT sets ``requested`` and prints ``asked`` at once, even while
-    XLA compiles (a thread waits on ``signal.set_wakeup_fd``, as in
-    ``exit_on_interrupt``). The second ends the process at once with ``aborted``
-    and exit code 130. Outside the main thread it does nothing (``requested``
-    stays False): signals can only be handled there.
+    XLA compiles (as ``exit_on_interrupt`` does). The second ends the process
+    at once with ``aborted`` and exit code 130. Outside the main thread it does
+    nothing (``requested`` stays False): signals can only be handled there.
     """
 
     def __init__(self, *, asked: str, aborted: str, code: int = EXIT_CODE):
@@ -112,7 +132,7 @@ class StopRequest:
         self.aborted = aborted
         self.code = code
         self.requested = False
-        self._restore: Callable[[], None] | None = None
+        self._release: Callable[[], None] | None = None
 
     def request(self) -> None:
         """What a Ctrl-C does (the first sets the flag, the second exits)."""
@@ -123,39 +143,12 @@ class StopRequest:
             os.write(2, f"\n{self.asked}\n".encode())
 
     def __enter__(self) -> StopRequest:
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        reader, writer = socket.socketpair()
-        writer.setblocking(False)
-        previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: None)
-        previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-
-        def wait() -> None:
-            while True:
-                try:
-                    data = reader.recv(64)
-                except OSError:
-                    return
-                if not data:
-                    return
-                for _ in range(data.count(signal.SIGINT)):
-                    self.request()
-
-        thread = threading.Thread(target=wait, name="c4jax-stop-request", daemon=True)
-        thread.start()
-
-        def restore() -> None:
-            signal.set_wakeup_fd(previous_fd)
-            signal.signal(signal.SIGINT, previous_handler)
-            writer.close()
-            thread.join(timeout=1.0)
-            reader.close()
-
-        self._restore = restore
+        if threading.current_thread() is threading.main_thread():
+            self._release = _on_sigint(self.request)
         return self
 
     def __exit__(self, *exc) -> bool:
-        if self._restore is not None:
-            self._restore()
-            self._restore = None
+        if self._release is not None:
+            self._release()
+            self._release = None
         return False

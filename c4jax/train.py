@@ -179,7 +179,6 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
     metrics: dict = {}
     last_eval: dict = {}
     started = step
-    good_step = step  # the newest step known to be finite
     stop = interrupt.StopRequest(
         asked="Ctrl-C: finishing this iteration, saving a checkpoint, then stopping "
         "(Ctrl-C again aborts at once).",
@@ -202,11 +201,9 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
                     kept = f"checkpoint {saved} is kept" if saved is not None else "no checkpoint"
                     raise NonFiniteError(
                         f"the loss or the parameters became NaN/inf at iteration {step} "
-                        f"(loss {metrics.get('loss')}); stopped without saving it, {kept} "
-                        f"(newest finite iteration: {good_step}). Lower --train.learning-rate "
-                        "or check the config, then run again."
+                        f"(loss {metrics.get('loss')}); stopped without saving it, {kept}. "
+                        "Lower --train.learning-rate or check the config, then run again."
                     )
-                good_step = step
                 metrics["seconds"] = time.perf_counter() - t0
                 metrics["positions_per_second"] = (
                     config.train.selfplay_batch * config.train.selfplay_steps / metrics["seconds"]

@@ -99,7 +99,8 @@ def num_exhaustive_openings(opening_moves: int) -> int:
     """How many distinct ``opening_moves``-ply openings there are: 7**K (K <= 4)."""
     if not 0 <= opening_moves <= MAX_EXHAUSTIVE_OPENING:
         raise ValueError(
-            f"every opening: got {opening_moves} plies, allowed: 0..{MAX_EXHAUSTIVE_OPENING}"
+            f"every opening: got {opening_moves} opening plies, allowed: "
+            f"0..{MAX_EXHAUSTIVE_OPENING} (7^K openings)"
         )
     return env.NUM_ACTIONS**opening_moves
 
