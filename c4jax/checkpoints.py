@@ -122,8 +122,11 @@ class Resumed:
     skipped: tuple[tuple[int, str], ...]  # (step, reason) of the damaged newer ones
 
 
-def restore_config(manager: ocp.CheckpointManager, step: int) -> config_lib.Config:
-    """The config stored with checkpoint ``step``.
+def restore_config(
+    manager: ocp.CheckpointManager, step: int, config_type: type = config_lib.Config
+) -> Any:
+    """The config stored with checkpoint ``step``, as a ``config_type``
+    (the AlphaZero ``Config``, or the value-based ``DQNConfig``).
 
     Raises:
         DamagedCheckpointError: ``config/metadata`` is missing or unreadable.
@@ -137,7 +140,7 @@ def restore_config(manager: ocp.CheckpointManager, step: int) -> config_lib.Conf
         raise DamagedCheckpointError(
             manager.directory, step, f"config/metadata is unreadable: {damage.short_error(err)}"
         ) from None
-    return config_lib.from_dict(stored)
+    return config_lib.from_dict(stored, config_type)
 
 
 def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):
@@ -157,7 +160,8 @@ def restore_latest_good(
     abstract_state,
     *,
     quarantine: Path | None = None,
-    check_config: Callable[[config_lib.Config], None] | None = None,
+    check_config: Callable[[Any], None] | None = None,
+    config_type: type = config_lib.Config,
 ) -> Resumed | None:
     """The newest checkpoint that reads back whole, skipping damaged newer ones.
 
@@ -174,6 +178,7 @@ def restore_latest_good(
         check_config: called with the stored config of the checkpoint about to
             be read, before its state is; its ValueError (e.g. a field the
             resumed run may not change) propagates.
+        config_type: the class of the stored config (``restore_config``).
 
     Returns:
         The newest good checkpoint, or None when there is no checkpoint at all.
@@ -189,7 +194,7 @@ def restore_latest_good(
 
     def read(step: int) -> Resumed:
         _require_undamaged(manager, step)  # first: a missing file says so, not a side effect
-        config = restore_config(manager, step)
+        config = restore_config(manager, step, config_type)
         if check_config is not None:
             check_config(config)
         state = _read_state(manager, step, abstract_state)
@@ -272,6 +277,20 @@ def restore_variables(run_dir: str | Path, step: int | None = None) -> NetworkCh
             every checkpoint is damaged, or the network part does not match
             the stored configuration.
     """
+    return restore_part(run_dir, step, _read_network)
+
+
+def restore_part(run_dir: str | Path, step: int | None, read: Callable[[Any, int], Any]) -> Any:
+    """``read(manager, step)`` of a run's checkpoint ``step``, or of its best one.
+
+    Without ``step``, the checkpoints are tried best score first (then newest),
+    past damaged ones with a ``DamagedCheckpointWarning`` (``restore_variables``
+    says more); ``read`` raises ``DamagedCheckpointError`` for a damaged one
+    (``read_part`` does).
+
+    Raises:
+        ValueError: as ``restore_variables``.
+    """
     run_dir = Path(run_dir)
     if not (run_dir / "checkpoints").is_dir():
         raise ValueError(f"{run_dir}: not a run directory (no checkpoints/ inside)")
@@ -285,9 +304,9 @@ def restore_variables(run_dir: str | Path, step: int | None = None) -> NetworkCh
                 raise ValueError(
                     f"{run_dir}: no checkpoint at step {step}; saved: {sorted(steps)}"
                 )
-            return _read_network(manager, step)
+            return read(manager, step)
         found, skipped = _first_good(
-            manager, _by_score(manager), lambda candidate: _read_network(manager, candidate)
+            manager, _by_score(manager), lambda candidate: read(manager, candidate)
         )
         _warn_skipped(manager, skipped, found.step)
         return found
@@ -295,19 +314,40 @@ def restore_variables(run_dir: str | Path, step: int | None = None) -> NetworkCh
         manager.close()
 
 
-def _read_network(manager: ocp.CheckpointManager, step: int) -> NetworkCheckpoint:
-    """The network of checkpoint ``step`` (``DamagedCheckpointError`` if damaged)."""
+def read_part(
+    manager: ocp.CheckpointManager,
+    step: int,
+    part: Callable[[Any], dict],
+    *,
+    config_type: type = config_lib.Config,
+    what: str = "the network",
+) -> tuple[Any, dict]:
+    """``(config, subtree)``: checkpoint ``step``'s config and the part of its state
+    that ``part(config)`` describes (a tree of ``jax.ShapeDtypeStruct``), read alone.
+
+    Raises:
+        DamagedCheckpointError: the checkpoint is damaged.
+        ValueError: ``what`` in the checkpoint does not match its configuration.
+    """
     _require_undamaged(manager, step)
-    config = restore_config(manager, step)
-    target = {"learner": _abstract_variables(config.network)}
+    config = restore_config(manager, step, config_type)
+    target = part(config)
     args = ocp.args.PyTreeRestore(
         item=target,
         restore_args=ocp.checkpoint_utils.construct_restore_args(target),
         partial_restore=True,
     )
-    mismatch = f"the network in checkpoint {step} does not match its configuration"
+    mismatch = f"{what} in checkpoint {step} does not match its configuration"
     restored = _restore_or_explain(manager, step, args, target, partial=True, mismatch=mismatch)
-    learner_part = restored.state["learner"]
+    return config, restored.state
+
+
+def _read_network(manager: ocp.CheckpointManager, step: int) -> NetworkCheckpoint:
+    """The network of checkpoint ``step`` (``DamagedCheckpointError`` if damaged)."""
+    config, state = read_part(
+        manager, step, lambda config: {"learner": _abstract_variables(config.network)}
+    )
+    learner_part = state["learner"]
     variables = {"params": learner_part["params"], "batch_stats": learner_part["batch_stats"]}
     return NetworkCheckpoint(config=config, variables=variables, step=int(step))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -137,7 +138,8 @@ class Config:
     """Call jax.distributed.initialize() for a multi-host run."""
 
 
-def _check(ok: bool, name: str, allowed: str, value: Any) -> None:
+def check(ok: bool, name: str, allowed: str, value: Any) -> None:
+    """Raises ValueError ``config field NAME: got VALUE, allowed: ALLOWED`` unless ``ok``."""
     if not ok:
         raise ValueError(f"config field {name}: got {value!r}, allowed: {allowed}")
 
@@ -148,7 +150,7 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     for section in ("network", "search", "train", "eval"):
         for f in dataclasses.fields(getattr(config, section)):
             value = getattr(getattr(config, section), f.name)
-            _check(
+            check(
                 not isinstance(value, float) or math.isfinite(value),
                 f"{section}.{f.name}", "a finite number", value,
             )
@@ -164,99 +166,99 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         ("train.sgd_steps", t.sgd_steps),
         ("keep_checkpoints", config.keep_checkpoints),
     ]:
-        _check(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
-    _check(n.kernel_size in (1, 3, 5, 7), "network.kernel_size", "1, 3, 5 or 7", n.kernel_size)
-    _check(
+        check(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
+    check(n.kernel_size in (1, 3, 5, 7), "network.kernel_size", "1, 3, 5 or 7", n.kernel_size)
+    check(
         1 <= s.max_num_considered_actions <= 7,
         "search.max_num_considered_actions",
         "1..7",
         s.max_num_considered_actions,
     )
-    _check(s.gumbel_scale >= 0, "search.gumbel_scale", ">= 0", s.gumbel_scale)
-    _check(
+    check(s.gumbel_scale >= 0, "search.gumbel_scale", ">= 0", s.gumbel_scale)
+    check(
         s.evaluation_move in ("halving", "policy", "q"),
         "search.evaluation_move", "halving, policy, q", s.evaluation_move,
     )
-    _check(s.dirichlet_alpha > 0, "search.dirichlet_alpha", "> 0", s.dirichlet_alpha)
-    _check(
+    check(s.dirichlet_alpha > 0, "search.dirichlet_alpha", "> 0", s.dirichlet_alpha)
+    check(
         0 <= s.dirichlet_fraction <= 1, "search.dirichlet_fraction", "0..1", s.dirichlet_fraction
     )
-    _check(s.pb_c_init > 0, "search.pb_c_init", "> 0", s.pb_c_init)
-    _check(s.temperature_moves >= 0, "search.temperature_moves", ">= 0", s.temperature_moves)
-    _check(s.algorithm in ("gumbel", "puct"), "search.algorithm", "gumbel, puct", s.algorithm)
+    check(s.pb_c_init > 0, "search.pb_c_init", "> 0", s.pb_c_init)
+    check(s.temperature_moves >= 0, "search.temperature_moves", ">= 0", s.temperature_moves)
+    check(s.algorithm in ("gumbel", "puct"), "search.algorithm", "gumbel, puct", s.algorithm)
     for name, value in [
         ("train.selfplay_batch", t.selfplay_batch),
         ("train.minibatch_size", t.minibatch_size),
     ]:
-        _check(
+        check(
             value % num_devices == 0,
             name,
             f"a multiple of the device count ({num_devices})",
             value,
         )
-    _check(
+    check(
         t.replay_capacity >= t.minibatch_size,
         "train.replay_capacity",
         f">= train.minibatch_size ({t.minibatch_size})",
         t.replay_capacity,
     )
-    _check(
+    check(
         t.replay_capacity >= t.selfplay_batch * t.selfplay_steps,
         "train.replay_capacity",
         f">= one self-play chunk, selfplay_batch * selfplay_steps "
         f"({t.selfplay_batch * t.selfplay_steps})",
         t.replay_capacity,
     )
-    _check(
+    check(
         0 <= t.min_replay_size <= t.replay_capacity,
         "train.min_replay_size",
         f"0..train.replay_capacity ({t.replay_capacity})",
         t.min_replay_size,
     )
-    _check(t.learning_rate > 0, "train.learning_rate", "> 0", t.learning_rate)
-    _check(t.warmup_steps >= 0, "train.warmup_steps", ">= 0", t.warmup_steps)
-    _check(t.weight_decay >= 0, "train.weight_decay", ">= 0", t.weight_decay)
-    _check(t.value_loss_weight >= 0, "train.value_loss_weight", ">= 0", t.value_loss_weight)
-    _check(t.kl_target >= 0, "train.kl_target", ">= 0 (0 = off)", t.kl_target)
-    _check(
+    check(t.learning_rate > 0, "train.learning_rate", "> 0", t.learning_rate)
+    check(t.warmup_steps >= 0, "train.warmup_steps", ">= 0", t.warmup_steps)
+    check(t.weight_decay >= 0, "train.weight_decay", ">= 0", t.weight_decay)
+    check(t.value_loss_weight >= 0, "train.value_loss_weight", ">= 0", t.value_loss_weight)
+    check(t.kl_target >= 0, "train.kl_target", ">= 0 (0 = off)", t.kl_target)
+    check(
         isinstance(t.random_opening_moves, int) and 0 <= t.random_opening_moves <= 41,
         "train.random_opening_moves", "an integer in 0..41 (0 = off)", t.random_opening_moves,
     )
-    _check(0 <= t.value_target_q <= 1, "train.value_target_q", "0..1", t.value_target_q)
-    _check(t.optimizer in ("adamw", "sgd"), "train.optimizer", "adamw, sgd", t.optimizer)
-    _check(
+    check(0 <= t.value_target_q <= 1, "train.value_target_q", "0..1", t.value_target_q)
+    check(t.optimizer in ("adamw", "sgd"), "train.optimizer", "adamw, sgd", t.optimizer)
+    check(
         t.lr_schedule in ("constant", "cosine"), "train.lr_schedule", "constant, cosine",
         t.lr_schedule,
     )
-    _check(e.every >= 0, "eval.every", ">= 0 (0 = never)", e.every)
-    _check(e.games >= 2 and e.games % 2 == 0, "eval.games", "an even integer >= 2", e.games)
-    _check(e.num_simulations >= 0, "eval.num_simulations", ">= 0", e.num_simulations)
-    _check(e.solver_positions >= 0, "eval.solver_positions", ">= 0", e.solver_positions)
+    check(e.every >= 0, "eval.every", ">= 0 (0 = never)", e.every)
+    check(e.games >= 2 and e.games % 2 == 0, "eval.games", "an even integer >= 2", e.games)
+    check(e.num_simulations >= 0, "eval.num_simulations", ">= 0", e.num_simulations)
+    check(e.solver_positions >= 0, "eval.solver_positions", ">= 0", e.solver_positions)
     known_sets = ("L1_R1", "L1_R2", "L1_R3", "L2_R1", "L2_R2", "L3_R1")
-    _check(
+    check(
         all(name in known_sets for name in e.solver_sets.split(",")),
         "eval.solver_sets",
         "a comma-separated subset of " + ",".join(known_sets),
         e.solver_sets,
     )
-    _check(0 <= e.gating < 1, "eval.gating", "0 (off) or a share in (0, 1), e.g. 0.55", e.gating)
-    _check(
+    check(0 <= e.gating < 1, "eval.gating", "0 (off) or a share in (0, 1), e.g. 0.55", e.gating)
+    check(
         e.gating_games >= 2 and e.gating_games % 2 == 0,
         "eval.gating_games",
         "an even integer >= 2",
         e.gating_games,
     )
-    _check(
+    check(
         not (e.gating and not e.every),
         "eval.gating",
         "0 when eval.every is 0 (gating happens at evaluations)",
         e.gating,
     )
-    _check(config.checkpoint_every >= 1, "checkpoint_every", ">= 1", config.checkpoint_every)
+    check(config.checkpoint_every >= 1, "checkpoint_every", ">= 1", config.checkpoint_every)
     return config
 
 
-def to_dict(config: Config) -> dict:
+def to_dict(config: Any) -> dict:
     """The config as plain JSON-ready nested dicts."""
     return dataclasses.asdict(config)
 
@@ -266,6 +268,7 @@ def from_dict(data: dict, cls: type = Config, prefix: str = "") -> Any:
     if not isinstance(data, dict):
         raise ValueError(f"config section {prefix or '<root>'}: expected an object, got {data!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)  # resolves the string annotations to the section classes
     kwargs = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
@@ -273,9 +276,8 @@ def from_dict(data: dict, cls: type = Config, prefix: str = "") -> Any:
             raise ValueError(
                 f"unknown config field {name!r}; allowed here: {', '.join(sorted(fields))}"
             )
-        ftype = fields[key].type
-        sub = _SECTIONS.get(ftype if isinstance(ftype, str) else getattr(ftype, "__name__", ""))
-        if sub:
+        sub = hints[key]
+        if dataclasses.is_dataclass(sub):
             kwargs[key] = from_dict(value, sub, name + ".")
         else:
             kwargs[key] = _coerce(name, fields[key], value)
@@ -300,35 +302,33 @@ def _coerce(name: str, f: dataclasses.Field, value: Any) -> Any:
     return value
 
 
-_SECTIONS = {
-    "NetworkConfig": NetworkConfig,
-    "SearchConfig": SearchConfig,
-    "TrainConfig": TrainConfig,
-    "EvalConfig": EvalConfig,
-}
+
+def preset_names(preset_dir: Path = PRESET_DIR) -> list[str]:
+    """Names of the presets in ``preset_dir`` (default ``configs/``)."""
+    return sorted(p.stem for p in Path(preset_dir).glob("*.json"))
 
 
-def preset_names() -> list[str]:
-    """Names of the presets in ``configs/``."""
-    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+def load(path_or_name: str, cls: type = Config, preset_dir: Path = PRESET_DIR) -> Any:
+    """Loads a preset by name (``cpu``) or a JSON file path (``configs/cpu.json``).
 
-
-def load(path_or_name: str) -> Config:
-    """Loads a preset by name (``cpu``) or a JSON file path (``configs/cpu.json``)."""
+    ``cls`` is the config class to build (the AlphaZero ``Config`` by default),
+    ``preset_dir`` where its named presets live.
+    """
     path = Path(path_or_name)
     if not path.suffix and not path.exists():
-        path = PRESET_DIR / f"{path_or_name}.json"
+        path = Path(preset_dir) / f"{path_or_name}.json"
     if not path.is_file():
         raise ValueError(
-            f"--config {path_or_name}: no such file; presets: {', '.join(preset_names())}"
+            f"--config {path_or_name}: no such file; presets: "
+            + ", ".join(preset_names(preset_dir))
         )
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"--config {path}: not valid JSON ({err})") from err
-    return from_dict(data)
+    return from_dict(data, cls)
 
 
-def save(config: Config, path: Path) -> None:
+def save(config: Any, path: Path) -> None:
     """Writes ``config`` as indented JSON."""
     Path(path).write_text(json.dumps(to_dict(config), indent=2) + "\n")

@@ -296,6 +296,23 @@ def play_games(
         return results
 
 
+def _load_player(run_dir: str | None, sims: int | None, step: int | None):
+    """The agent to play: an AlphaZero ``Player``, or a ``QPlayer`` for a value-based run."""
+    from c4jax.dqn.config import is_dqn_run
+
+    if run_dir is not None and run_dir.startswith("dqn:"):
+        run_dir = run_dir[len("dqn:"):]
+    if run_dir is not None and is_dqn_run(run_dir):
+        if sims:
+            raise ValueError(f"--sims: {run_dir} is a value-based run, which does not search")
+        from c4jax.dqn.player import QPlayer
+
+        return QPlayer.from_checkpoint(run_dir, step=step)
+    from c4jax.player import Player
+
+    return Player.load(run_dir, num_simulations=sims, step=step)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: loads the agent and plays games until the human stops."""
     parser = argparse.ArgumentParser(
@@ -306,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run_dir",
         nargs="?",
         default=None,
-        help="a run directory written by python -m c4jax.train"
+        help="a run directory written by python -m c4jax.train or python -m c4jax.dqn.train"
         " (default: the pretrained agent shipped in the package)",
     )
     parser.add_argument(
@@ -351,13 +368,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = args.run_dir or "the pretrained agent"
     print(f"Loading {source}...", flush=True)
     try:
-        from c4jax.player import Player  # JAX loads here, after the interrupt handler
+        from c4jax.dqn.player import QPlayer  # JAX loads here, after the interrupt handler
 
-        player = Player.load(args.run_dir, num_simulations=args.sims, step=args.step)
+        player = _load_player(args.run_dir, args.sims, args.step)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"Loaded {source} ({player.num_simulations} simulations per move).", flush=True)
+    how = "greedy on its Q-values, no search" if isinstance(player, QPlayer) else (
+        f"{player.num_simulations} simulations per move"
+    )
+    print(f"Loaded {source} ({how}).", flush=True)
 
     def say(text: str) -> None:
         print(text, flush=True)

@@ -28,13 +28,13 @@ class Positions:
 class ReplayBuffer:
     """Ring buffer; slots ``[0, size)`` hold data, ``insert`` is the next write."""
 
-    data: Positions  # [C]
+    data: Positions  # [C] (any pytree of [C, ...] arrays: ``add`` is generic)
     insert: jax.Array  # [] int32
     size: jax.Array  # [] int32
 
     @property
     def capacity(self) -> int:
-        return self.data.value.shape[0]
+        return jax.tree.leaves(self.data)[0].shape[0]
 
 
 @struct.dataclass

@@ -25,7 +25,9 @@ _SHOWN = (  # (metric, label, format) shown in the bar and the lines
     ("loss", "loss", ".3f"),
     ("policy_entropy", "entropy", ".2f"),
     ("game_length", "length", ".1f"),
+    ("epsilon", "epsilon", ".2f"),  # value-based runs
     ("win_rate/random", "vs random", ".2f"),
+    ("win_rate/win-if-you-can", "vs win-if-you-can", ".2f"),
     ("win_rate/lookahead", "vs lookahead", ".2f"),
     ("mistake_rate", "mistakes", ".3f"),
 )

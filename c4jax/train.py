@@ -28,10 +28,8 @@ import contextlib
 import dataclasses
 import datetime
 import importlib.util
-import io
 import json
 import math
-import re
 import sys
 import time
 from pathlib import Path
@@ -312,41 +310,11 @@ def parse_args(argv: list[str]) -> Invocation:
         "--no-progress (one plain line per iteration instead of a bar), "
         "--print-config (print the resolved configuration as JSON and exit)."
     )
-    config = _tyro_cli(
+    config = cli.tyro_cli(
         Config, default=base, args=rest, description=description, prog="python -m c4jax.train"
     )
     mode: runlog.Mode = "lines" if known.no_progress else runlog.default_mode()
     return Invocation(config, workdir, source, preset, mode, known.print_config)
-
-
-_BOX = re.compile(r"[\u2500-\u257f]")  # box-drawing characters of tyro's error panels
-
-
-def _tyro_cli(cls, **kwargs):
-    """``tyro.cli`` whose parse errors become one ValueError line (``--help`` still prints).
-
-    tyro draws a multi-line panel and exits with code 2; the panel's first
-    paragraph is the message.
-    """
-    import tyro
-
-    panel = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(panel):
-            return tyro.cli(cls, **kwargs)
-    except SystemExit as stop:
-        if not stop.code:
-            raise  # --help
-        lines = [_BOX.sub("", line).strip() for line in panel.getvalue().splitlines()[1:]]
-        message = []
-        for line in lines:
-            if not line or line.startswith(("For full helptext", "Argument helptext")):
-                if message:
-                    break
-                continue
-            message.append(line)
-        text = " ".join(message) or "could not parse the command line"
-        raise ValueError(f"{text} (see: {kwargs.get('prog', 'the command')} --help)") from None
 
 
 def expected_time(config: Config, preset: str | None, iterations: int) -> str:

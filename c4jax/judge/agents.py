@@ -9,6 +9,8 @@ They are named by specs in ``registry``; this module knows nothing of specs.
 Provided here:
 
 * ``random_agent``: uniform over the legal moves.
+* ``win_agent``: wins in one if it can, else plays uniformly at random (the
+  "win-if-you-can" opponent of the DQN seed; it never blocks).
 * ``lookahead_agent``: wins in one if it can, else blocks the opponent's win in
   one, else plays uniformly at random.
 * ``make_mcts_agent(num_simulations)``: pure Monte Carlo tree search (UCT)
@@ -120,6 +122,21 @@ def random_agent(key: jax.Array, state: env.State) -> jax.Array:
         [B] int32 columns.
     """
     return uniform_choice(key, env.legal_action_mask(state))
+
+
+def win_agent(key: jax.Array, state: env.State) -> jax.Array:
+    """Win-if-you-can: a move that wins at once if there is one, else uniformly random.
+
+    Args:
+        key: PRNG key.
+        state: [B] positions.
+
+    Returns:
+        [B] int32 columns.
+    """
+    legal = env.legal_action_mask(state)  # [B, A]
+    wins = winning_moves(state)  # [B, A]
+    return uniform_choice(key, jnp.where(jnp.any(wins, axis=-1, keepdims=True), wins, legal))
 
 
 def lookahead_agent(key: jax.Array, state: env.State) -> jax.Array:

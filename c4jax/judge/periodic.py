@@ -11,7 +11,7 @@ match scores (wins + draws / 2).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
@@ -24,14 +24,23 @@ GATING_OPENING_MOVES = 2  # random first plies: deterministic agents would repla
 OPPONENTS = ("random", "lookahead")  # agent specs (``registry``), also the metric names
 
 
-def evaluate(act: Callable, variables: dict, key: jax.Array, config: EvalConfig) -> dict:
+def evaluate(
+    act: Callable,
+    variables: dict,
+    key: jax.Array,
+    config: EvalConfig,
+    *,
+    opponents: Sequence[str] = OPPONENTS,
+) -> dict:
     """Evaluates ``act`` bound to ``variables``.
 
     Args:
         act: ``act(variables, key, state[B]) -> [B]`` (``agents.make_alphazero_act``).
         variables: the network variables to bind.
         key: PRNG key.
-        config: games per opponent, solver sample.
+        config: games per opponent, solver sample (an ``EvalConfig``, or
+            anything with its ``games``, ``solver_positions``, ``solver_sets``).
+        opponents: agent specs of the reference opponents.
 
     Returns:
         Floats: ``win_rate/<opponent>``, ``score/<opponent>``, with the solver
@@ -41,7 +50,7 @@ def evaluate(act: Callable, variables: dict, key: jax.Array, config: EvalConfig)
     agent = functools.partial(act, variables)
     match_key, solver_key = jax.random.split(key)
     results, parts = {}, []
-    for i, spec in enumerate(OPPONENTS):
+    for i, spec in enumerate(opponents):
         name, opponent = registry.make_agent(spec)
         match = arena.play_games(agent, opponent, jax.random.fold_in(match_key, i), config.games)
         results[f"win_rate/{name}"] = match.wins / match.num_games

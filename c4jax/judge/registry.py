@@ -8,12 +8,16 @@ name agents by a spec string and turn it into an agent here:
 The forms (``ENTRIES``, in the order they are tried):
 
 * ``random``: uniformly random legal moves.
+* ``win-if-you-can``: win in one, else random (never blocks).
 * ``lookahead``: win in one, else block, else random.
 * ``mcts`` or ``mcts-N``: pure MCTS with random rollouts, N simulations (1000).
 * ``minimax`` or ``minimax-K``: depth-K negamax with a heuristic (depth 5).
 * ``perfect``: the exact solver (bitbully, the optional extra ``[solver]``).
 * ``pretrained`` or ``pretrained@SIMS``: the network shipped in the package
   (``c4jax/pretrained``) with SIMS simulations (default: its evaluation setting).
+* ``dqn:RUN_DIR[:STEP]``: a value-based run's Q-network (``python -m
+  c4jax.dqn.train``: Double DQN, Q-learning, Grogu), greedy, no search. A bare
+  ``RUN_DIR`` of a value-based run means the same.
 * ``RUN_DIR[:STEP][@SIMS]``: a training run's network, its best checkpoint
   (or checkpoint STEP) with SIMS search simulations per move (default: the
   run's evaluation setting; ``@0`` = the network alone). Only the network
@@ -161,7 +165,34 @@ def _parse_pretrained(spec: str) -> AgentSpec | None:
     return AgentSpec(kind="pretrained", sims=sims_value)
 
 
+def _parse_dqn(spec: str) -> AgentSpec | None:
+    prefix, colon, rest = spec.partition(":")
+    if prefix != "dqn" or not colon or Path(spec).exists():
+        return None
+    path, colon, step = rest.rpartition(":") if ":" in rest else (rest, "", "")
+    if not Path(path).is_dir():
+        raise _bad_spec(spec, f"no run directory {path!r}")
+    return AgentSpec(
+        kind="dqn", run_dir=Path(path),
+        step=_parse_int(spec, step, "checkpoint step", 0) if colon else None,
+    )
+
+
+def _build_dqn(spec: AgentSpec) -> NamedAgent:
+    from c4jax.dqn import player as dqn_player  # the value-based package, on demand
+
+    return NamedAgent(*dqn_player.make_q_agent(spec.run_dir, spec.step))
+
+
 def _build_run(spec: AgentSpec) -> NamedAgent:
+    from c4jax.dqn.config import is_dqn_run
+
+    if is_dqn_run(spec.run_dir):
+        if spec.sims is not None:
+            raise ValueError(
+                f"{spec.run_dir} is a value-based run, which does not search: drop @SIMS"
+            )
+        return _build_dqn(spec)
     return make_run_agent(spec.run_dir, step=spec.step, sims=spec.sims)
 
 
@@ -172,6 +203,13 @@ ENTRIES: tuple[Entry, ...] = (
         description="uniformly random legal moves",
         parse=_parse_word("random"),
         build=lambda s: NamedAgent("random", agents.random_agent),
+    ),
+    Entry(
+        kind="win-if-you-can",
+        form="win-if-you-can",
+        description="win in one if possible, else random (never blocks)",
+        parse=_parse_word("win-if-you-can"),
+        build=lambda s: NamedAgent("win-if-you-can", agents.win_agent),
     ),
     Entry(
         kind="lookahead",
@@ -212,6 +250,14 @@ ENTRIES: tuple[Entry, ...] = (
         " (default: its evaluation setting; @0 = the network alone)",
         parse=_parse_pretrained,
         build=lambda s: make_pretrained_agent(sims=s.sims),
+    ),
+    Entry(
+        kind="dqn",
+        form="dqn:RUN_DIR[:STEP]",
+        description="a value-based run's Q-network (python -m c4jax.dqn.train), greedy;"
+        " its best checkpoint or STEP",
+        parse=_parse_dqn,
+        build=_build_dqn,
     ),
     # The catch-all comes last: anything else must be a run directory.
     Entry(

@@ -61,6 +61,23 @@ def test_lookahead_wins_and_blocks(moves, expected):
     np.testing.assert_array_equal(actions, expected)
 
 
+def test_win_if_you_can_wins_but_never_blocks():
+    win = jax.jit(agents.win_agent)
+    np.testing.assert_array_equal(win(KEY, _batch(WIN_IN_ONE)), 0)
+    # With no win of its own it plays at random: over 700 tries it ignores the
+    # block in column 2 most of the time and spreads over all seven columns.
+    moves = np.asarray(win(KEY, _batch(BLOCK_IN_ONE, 700)))
+    counts = np.bincount(moves, minlength=7)
+    assert np.all(counts > 50), counts
+
+
+def test_win_if_you_can_sits_between_random_and_lookahead():
+    vs_random = arena.play_games(agents.win_agent, agents.random_agent, KEY, 200)
+    vs_lookahead = arena.play_games(agents.win_agent, agents.lookahead_agent, KEY, 200)
+    assert vs_random.score > 0.6, str(vs_random)
+    assert vs_lookahead.score < 0.4, str(vs_lookahead)
+
+
 @pytest.mark.parametrize("moves, expected", [(WIN_IN_ONE, 0), (BLOCK_IN_ONE, 1), (BLOCK_ROW, 0)])
 def test_minimax_wins_and_blocks(moves, expected):
     actions = MINIMAX_3(KEY, _batch(moves))
@@ -76,6 +93,7 @@ def test_agents_only_play_legal_moves():
     legal = np.asarray(env.legal_action_mask(batch))
     for agent in (
         agents.random_agent,
+        agents.win_agent,
         agents.lookahead_agent,
         agents.make_minimax_agent(2),
         agents.make_mcts_agent(16),
