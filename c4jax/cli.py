@@ -18,7 +18,7 @@ def one_line_warnings() -> None:
     warnings.formatwarning = _one_line
 
 
-_BOX = re.compile(r"[\u2500-\u257f]")  # box-drawing characters of tyro's error panels
+_BOX = re.compile(r"[\u2500-\u257f]|-{3,}")  # the frame of tyro's error panels (box or ASCII)
 
 
 def tyro_cli(cls, **kwargs):

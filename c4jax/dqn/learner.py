@@ -133,7 +133,7 @@ def make_sgd_step(
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         target = optax.incremental_update(params, state.target_params, step_size=train.target_tau)
-        metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm"] = optax.tree.norm(grads)
         return QLearnerState(params=params, target_params=target, opt_state=opt_state), metrics
 
     return sgd
