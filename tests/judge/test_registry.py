@@ -18,6 +18,7 @@ from c4jax.player import Player
     [
         ("random", "random", None),
         ("lookahead", "lookahead", None),
+        ("win-if-you-can", "win-if-you-can", None),
         ("mcts", "mcts", 1000),
         ("mcts-50", "mcts", 50),
         ("minimax", "minimax", 5),
@@ -27,6 +28,17 @@ from c4jax.player import Player
 def test_parse_spec_reference_agents(spec, kind, value):
     parsed = registry.parse_spec(spec)
     assert (parsed.kind, parsed.value) == (kind, value)
+
+
+def test_parse_spec_dqn_forms(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert registry.parse_spec(f"dqn:{run}") == registry.AgentSpec(kind="dqn", run_dir=run)
+    assert registry.parse_spec(f"dqn:{run}:30").step == 30
+    with pytest.raises(ValueError, match="no run directory"):
+        registry.parse_spec(f"dqn:{tmp_path / 'nope'}")
+    with pytest.raises(ValueError, match="checkpoint step 'x' is not a whole number"):
+        registry.parse_spec(f"dqn:{run}:x")
 
 
 def test_parse_spec_run_forms(tmp_path):
