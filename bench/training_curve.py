@@ -1,0 +1,77 @@
+"""A run's in-training solver sample against training wall time, as a PNG.
+
+Reads ``RUN_DIR/metrics.jsonl``: the wall time of every iteration (``seconds``,
+compiling and evaluations included) and the periodic evaluation's mistake
+rates (``mistake/<set>``, the run's ``eval.solver_positions`` per set at its
+``eval.num_simulations``). Cheaper than ``bench.strength_curve``, which
+re-evaluates checkpoints on the full sets.
+
+    python -m bench.training_curve runs/strong --out bench/results/strength/strong_training.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from c4jax.plot import read_metrics
+
+
+def curve(records: list[dict]) -> tuple[list[float], dict[str, list[float]]]:
+    """``(minutes, {metric: values})`` at the evaluated iterations (rates in %)."""
+    minutes, values, elapsed = [], {}, 0.0
+    for record in records:
+        elapsed += record.get("seconds", 0.0)
+        if "mistake_rate" not in record:
+            continue
+        minutes.append(elapsed / 60)
+        for key, value in record.items():
+            if key.startswith("mistake/") or key == "mistake_rate":
+                values.setdefault(key, []).append(100 * value)
+    return minutes, values
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--out", type=Path, required=True, help="PNG path")
+    args = parser.parse_args(argv)
+    try:
+        records = read_metrics(args.run_dir / "metrics.jsonl")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    minutes, values = curve(records)
+    if not minutes:
+        print(f"error: {args.run_dir} logged no solver sample", file=sys.stderr)
+        return 2
+    config = json.loads((args.run_dir / "config.json").read_text())["eval"]
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, ys in sorted(values.items()):
+        mean = key == "mistake_rate"
+        ax.plot(minutes, ys, label="mean" if mean else key.split("/", 1)[1],
+                linewidth=2.5 if mean else 1, color="black" if mean else None)
+    ax.set_xlabel("training wall time (minutes, 2-core CPU)")
+    ax.set_ylabel("mistake rate (%)")
+    ax.set_title(f"{args.run_dir.name}: solver sample during training "
+                 f"({config['solver_positions']} positions per set, "
+                 f"{config['num_simulations']} simulations)")
+    ax.grid(alpha=0.3)
+    ax.legend(ncol=4, fontsize=8)
+    fig.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out}; last: {minutes[-1]:.0f} min, mean {values['mistake_rate'][-1]:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
