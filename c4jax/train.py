@@ -29,17 +29,17 @@ import dataclasses
 import datetime
 import importlib.util
 import json
-import math
 import sys
-import time
 from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, cli, interrupt, rundir, runlog, trainer
+from c4jax import checkpoints, cli, interrupt, rundir, runlog, runloop, trainer
 from c4jax import config as config_lib
 from c4jax.config import Config
 from c4jax.judge import agents, periodic
+
+NonFiniteError = runloop.NonFiniteError  # the loss or parameters became NaN/inf
 
 RUNS_DIR = Path("runs")
 # Fields a checkpoint's arrays depend on: they cannot change when resuming.
@@ -75,17 +75,8 @@ def check_compatible(stored: Config, requested: Config) -> None:
         )
 
 
-class NonFiniteError(RuntimeError):
-    """The loss or the parameters stopped being finite; nothing after the last good
-    checkpoint was saved."""
-
-
 def _resume_hint(workdir: Path) -> str:
     return f"python -m c4jax.train --workdir {workdir}"
-
-
-def _finite(metrics: dict[str, float]) -> bool:
-    return math.isfinite(metrics.get("loss", 0.0)) and metrics.get("params_finite", 1.0) == 1.0
 
 
 def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
@@ -174,74 +165,34 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
     )
     eval_key = trainer.run_keys(config.seed)[2]
     log = runlog.RunLog(workdir, total, step, mode) if writer else None
-    metrics: dict = {}
-    last_eval: dict = {}
-    started = step
-    stop = interrupt.StopRequest(
-        asked="Ctrl-C: finishing this iteration, saving a checkpoint, then stopping "
-        "(Ctrl-C again aborts at once).",
-        aborted=f"Aborted. Continue from the last checkpoint with: {_resume_hint(workdir)}",
-    )
-    try:
-        with stop:
-            if log is not None:
-                log.compiling("compiling the training step (the first iteration waits for it)...")
-            while step < total:
-                t0 = time.perf_counter()
-                key = trainer.iteration_key(config.seed, step)
-                if corrupt is not None:
-                    state = corrupt(state, step)
-                state, device_metrics = run.iteration(state, key)
-                metrics = {k: float(v) for k, v in jax.device_get(device_metrics).items()}
-                step += 1
-                if not _finite(metrics):
-                    saved = manager.latest_step()
-                    kept = f"checkpoint {saved} is kept" if saved is not None else "no checkpoint"
-                    raise NonFiniteError(
-                        f"the loss or the parameters became NaN/inf at iteration {step} "
-                        f"(loss {metrics.get('loss')}); stopped without saving it, {kept}. "
-                        "Lower --train.learning-rate or check the config, then run again."
-                    )
-                metrics["seconds"] = time.perf_counter() - t0
-                metrics["positions_per_second"] = (
-                    config.train.selfplay_batch * config.train.selfplay_steps / metrics["seconds"]
-                )
-                last_step = step == total
-                score = None  # the evaluation score of this step, if evaluated
-                if config.eval.every and (step % config.eval.every == 0 or last_step):
-                    variables = run.variables(state)
-                    match_key, gate_key = jax.random.split(jax.random.fold_in(eval_key, step))
-                    last_eval = periodic.evaluate(act, variables, match_key, config.eval)
-                    if config.eval.gating:
-                        gate = periodic.gating_match(
-                            act, variables, state.best, gate_key,
-                            num_games=config.eval.gating_games,
-                        )
-                        last_eval["gating/score"] = gate.score
-                        last_eval["gating/promoted"] = float(gate.score > config.eval.gating)
-                        if gate.score > config.eval.gating:
-                            state = run.promote(state)
-                    score = last_eval["score"]
-                    metrics.update(last_eval)
-                if log is not None:
-                    log.log(step, metrics)
-                interrupted = stop.requested or (
-                    stop_after is not None and step - started >= stop_after
-                )
-                if step % config.checkpoint_every == 0 or last_step or interrupted:
-                    checkpoints.save(manager, step, state, config, score)
-                if interrupted:
-                    summary["interrupted"] = stop.requested
-                    break
-    finally:
-        manager.wait_until_finished()
-        manager.close()
-        if log is not None:
-            log.close()
-    if summary["interrupted"]:
-        say(f"stopped at iteration {step} of {total} (checkpoint saved); "
-            f"continue with: {_resume_hint(workdir)}")
-    summary.update(step=step, metrics=metrics, eval=last_eval, state=state, done=step - started)
+
+    def iterate(state, done):
+        if corrupt is not None:
+            state = corrupt(state, done)
+        state, device_metrics = run.iteration(state, trainer.iteration_key(config.seed, done))
+        return state, {k: float(v) for k, v in jax.device_get(device_metrics).items()}
+
+    def evaluate(state, step):
+        variables = run.variables(state)
+        match_key, gate_key = jax.random.split(jax.random.fold_in(eval_key, step))
+        results = periodic.evaluate(act, variables, match_key, config.eval)
+        if config.eval.gating:
+            gate = periodic.gating_match(
+                act, variables, state.best, gate_key, num_games=config.eval.gating_games
+            )
+            results["gating/score"] = gate.score
+            results["gating/promoted"] = float(gate.score > config.eval.gating)
+            if gate.score > config.eval.gating:
+                state = run.promote(state)
+        return state, results
+
+    summary.update(runloop.run_iterations(
+        state=state, step=step, total=total, iterate=iterate, evaluate=evaluate,
+        eval_every=config.eval.every, manager=manager, config=config,
+        checkpoint_every=config.checkpoint_every, log=log,
+        positions_per_iteration=config.train.selfplay_batch * config.train.selfplay_steps,
+        resume_hint=_resume_hint(workdir), say=say, stop_after=stop_after,
+    ))
     return summary
 
 

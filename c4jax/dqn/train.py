@@ -24,14 +24,12 @@ import argparse
 import datetime
 import functools
 import json
-import math
 import sys
-import time
 from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, cli, interrupt, rundir, runlog
+from c4jax import checkpoints, cli, interrupt, rundir, runlog, runloop
 from c4jax import config as config_lib
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import trainer as dqn_trainer
@@ -43,9 +41,7 @@ OPPONENTS = ("random", "win-if-you-can", "lookahead")  # periodic evaluation, ag
 _STATE_FIELDS = ("model.kind", "model.hidden", "train.num_envs", "train.replay_capacity")
 
 
-class NonFiniteError(RuntimeError):
-    """The loss or the parameters stopped being finite; nothing after the last good
-    checkpoint was saved."""
+NonFiniteError = runloop.NonFiniteError  # the loss or parameters became NaN/inf
 
 
 def _resume_hint(workdir: Path) -> str:
@@ -142,56 +138,24 @@ def _train(config: DQNConfig, workdir: Path, mode: runlog.Mode, stop_after) -> d
         say(f"resuming {workdir} from iteration {step} of {total}")
     act = functools.partial(dqn_trainer.q_act, run.apply)
     log = runlog.RunLog(workdir, total, step, mode)
-    metrics: dict = {}
-    last_eval: dict = {}
-    started = step
-    stop = interrupt.StopRequest(
-        asked="Ctrl-C: finishing this iteration, saving a checkpoint, then stopping "
-        "(Ctrl-C again aborts at once).",
-        aborted=f"Aborted. Continue from the last checkpoint with: {_resume_hint(workdir)}",
-    )
-    try:
-        with stop:
-            log.compiling("compiling the training step (the first iteration waits for it)...")
-            while step < total:
-                t0 = time.perf_counter()
-                state, device_metrics = iteration(state, jax.random.fold_in(iteration_root, step))
-                metrics = {k: float(v) for k, v in jax.device_get(device_metrics).items()}
-                step += 1
-                if not (math.isfinite(metrics["loss"]) and metrics["params_finite"] == 1.0):
-                    saved = manager.latest_step()
-                    kept = f"checkpoint {saved} is kept" if saved is not None else "no checkpoint"
-                    raise NonFiniteError(
-                        f"the loss or the parameters became NaN/inf at iteration {step}; "
-                        f"stopped without saving it, {kept}. Lower --train.learning-rate."
-                    )
-                metrics["seconds"] = time.perf_counter() - t0
-                last_step = step == total
-                score = None
-                if config.eval.every and (step % config.eval.every == 0 or last_step):
-                    last_eval = periodic.evaluate(
-                        act, state.learner.params, jax.random.fold_in(eval_key, step),
-                        config.eval, opponents=OPPONENTS,
-                    )
-                    score = last_eval["score"]
-                    metrics.update(last_eval)
-                log.log(step, metrics)
-                interrupted = stop.requested or (
-                    stop_after is not None and step - started >= stop_after
-                )
-                if step % config.checkpoint_every == 0 or last_step or interrupted:
-                    checkpoints.save(manager, step, state, config, score)
-                if interrupted:
-                    summary["interrupted"] = stop.requested
-                    break
-    finally:
-        manager.wait_until_finished()
-        manager.close()
-        log.close()
-    if summary["interrupted"]:
-        say(f"stopped at iteration {step} of {total} (checkpoint saved); "
-            f"continue with: {_resume_hint(workdir)}")
-    summary.update(step=step, metrics=metrics, eval=last_eval, state=state, done=step - started)
+
+    def iterate(state, done):
+        state, device_metrics = iteration(state, jax.random.fold_in(iteration_root, done))
+        return state, {k: float(v) for k, v in jax.device_get(device_metrics).items()}
+
+    def evaluate(state, step):
+        return state, periodic.evaluate(
+            act, state.learner.params, jax.random.fold_in(eval_key, step), config.eval,
+            opponents=OPPONENTS,
+        )
+
+    summary.update(runloop.run_iterations(
+        state=state, step=step, total=total, iterate=iterate, evaluate=evaluate,
+        eval_every=config.eval.every, manager=manager, config=config,
+        checkpoint_every=config.checkpoint_every, log=log,
+        positions_per_iteration=config.train.num_envs * config.train.env_steps,
+        resume_hint=_resume_hint(workdir), say=say, stop_after=stop_after,
+    ))
     return summary
 
 
