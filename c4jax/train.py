@@ -31,6 +31,7 @@ import importlib.util
 import io
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, cli, interrupt, rundir, runlog, trainer
+from c4jax import checkpoints, cli, distributed, interrupt, rundir, runlog, trainer
 from c4jax import config as config_lib
 from c4jax.config import Config
 from c4jax.judge import agents, periodic
@@ -138,7 +139,7 @@ def train_and_evaluate(
             checkpoint is kept and nothing later is saved.
     """
     if config.distributed and not jax.distributed.is_initialized():
-        jax.distributed.initialize()  # before anything asks JAX about devices
+        distributed.initialize()  # before anything asks JAX about devices
     writer = jax.process_index() == 0  # one process writes the logs
     mode = runlog.default_mode() if progress is True else (progress or "off")
     mode = mode if writer else "off"
@@ -211,12 +212,12 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
                 last_step = step == total
                 score = None  # the evaluation score of this step, if evaluated
                 if config.eval.every and (step % config.eval.every == 0 or last_step):
-                    variables = run.variables(state)
+                    variables = _process_local(run.variables(state))
                     match_key, gate_key = jax.random.split(jax.random.fold_in(eval_key, step))
                     last_eval = periodic.evaluate(act, variables, match_key, config.eval)
                     if config.eval.gating:
                         gate = periodic.gating_match(
-                            act, variables, state.best, gate_key,
+                            act, variables, _process_local(state.best), gate_key,
                             num_games=config.eval.gating_games,
                         )
                         last_eval["gating/score"] = gate.score
@@ -247,6 +248,16 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
     return summary
 
 
+def _process_local(tree):
+    """This process's copy of replicated (global) arrays, for the evaluation.
+
+    Every process evaluates on its own copy, with the same keys, so all reach the
+    same scores and gating decisions without talking to each other; a global
+    array would make every evaluation game a program over all the processes.
+    """
+    return jax.tree.map(lambda x: x.addressable_data(0), tree)
+
+
 def default_preset() -> str:
     """The preset for the hardware found: cpu, gpu or tpu."""
     backend = jax.default_backend()
@@ -269,15 +280,20 @@ class Invocation:
     preset: str | None  # the preset's name, if the defaults came from one
     progress: runlog.Mode
     print_config: bool  # print the resolved configuration and exit
+    cluster: distributed.Cluster | None  # --coordinator, --num-processes, --process-id
 
 
 def parse_args(argv: list[str]) -> Invocation:
     """Reads ``--config``, ``--workdir``, ``--resume``, ``--no-progress``,
-    ``--print-config`` and per-field overrides.
+    ``--print-config``, the multi-process flags and per-field overrides.
 
     A run directory that already holds a ``config.json`` supplies the defaults
-    (so resuming needs no flags); otherwise the preset does.
+    (so resuming needs no flags); otherwise the preset does. Any of
+    ``--coordinator``, ``--num-processes``, ``--process-id`` implies
+    ``--distributed``; they belong to this process, not to the run, so they are
+    not part of the ``Config`` (nor of ``config.json``).
     """
+    cluster, argv = distributed.parse_flags(argv)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", default=None)
     pre.add_argument("--workdir", default=None)
@@ -310,13 +326,17 @@ def parse_args(argv: list[str]) -> Invocation:
         + "), --workdir DIR (default runs/<date-time>; continues a run there), "
         "--resume (continue --workdir, or the run in runs/ written to last), "
         "--no-progress (one plain line per iteration instead of a bar), "
-        "--print-config (print the resolved configuration as JSON and exit)."
+        "--print-config (print the resolved configuration as JSON and exit), "
+        "--coordinator HOST:PORT --num-processes N --process-id I (a multi-process "
+        "run without a cluster manager; each implies --distributed)."
     )
     config = _tyro_cli(
         Config, default=base, args=rest, description=description, prog="python -m c4jax.train"
     )
+    if cluster is not None:
+        config = dataclasses.replace(config, distributed=True)
     mode: runlog.Mode = "lines" if known.no_progress else runlog.default_mode()
-    return Invocation(config, workdir, source, preset, mode, known.print_config)
+    return Invocation(config, workdir, source, preset, mode, known.print_config, cluster)
 
 
 _BOX = re.compile(r"[\u2500-\u257f]")  # box-drawing characters of tyro's error panels
@@ -369,9 +389,14 @@ def expected_time(config: Config, preset: str | None, iterations: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if "--distributed" in argv and "--print-config" not in argv:
-            _initialize_distributed()  # must precede every device query below
+        cluster, _ = distributed.parse_flags(argv)
+        early = cluster is not None or "--distributed" in argv
+        if early and "--print-config" not in argv:
+            distributed.initialize(cluster)  # must precede every device query below
         call = parse_args(argv)
+        if call.config.distributed and not call.print_config:
+            if not jax.distributed.is_initialized():  # asked for by the run's config.json
+                distributed.initialize(call.cluster)
         config_lib.validate(call.config, num_devices=jax.device_count())
         if call.print_config:
             print(json.dumps(config_lib.to_dict(call.config), indent=2))
@@ -383,12 +408,16 @@ def main(argv: list[str] | None = None) -> int:
     cli.one_line_warnings()
     checkpoints.quiet_orbax_logs()
     config, workdir = call.config, call.workdir
+    # Process 0 speaks for a multi-process run; the others print only errors.
+    say = print if jax.process_index() == 0 else (lambda *a, **k: None)
     devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
-    print(
+    if jax.process_count() > 1:
+        devices += f" in {jax.process_count()} processes"
+    say(
         f"c4jax.train: {call.source}, {config.train.num_iterations} iterations on {devices}; "
         f"run directory {workdir} (configuration in {workdir / 'config.json'})"
     )
-    print(expected_time(config, call.preset, config.train.num_iterations))
+    say(expected_time(config, call.preset, config.train.num_iterations))
     try:
         summary = train_and_evaluate(config, workdir, progress=call.progress)
     except ValueError as err:
@@ -397,25 +426,38 @@ def main(argv: list[str] | None = None) -> int:
     except NonFiniteError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except jax.errors.JaxRuntimeError as err:
+        if jax.process_count() == 1:
+            raise
+        _lost_contact(err, workdir)
     if summary["interrupted"]:
         return interrupt.EXIT_CODE
     if summary["done"]:
         final = ", ".join(f"{k} {v:.3f}" for k, v in summary["eval"].items())
-        print(f"finished iteration {summary['step']}; last evaluation: {final or 'none'}")
-    print(f"outputs in {workdir}; view with: {_tensorboard_command(workdir)}")
+        say(f"finished iteration {summary['step']}; last evaluation: {final or 'none'}")
+    say(f"outputs in {workdir}; view with: {_tensorboard_command(workdir)}")
     return 0
 
 
-def _initialize_distributed() -> None:
-    try:
-        jax.distributed.initialize()
-    except (RuntimeError, ValueError) as err:
-        first = (str(err).strip().splitlines() or [""])[0]
-        raise ValueError(
-            f"--distributed: jax.distributed.initialize() failed ({first}); run one process "
-            "per host under a cluster manager (SLURM, a TPU pod) or set the coordinator "
-            "environment variables (see the README)"
-        ) from None
+def _lost_contact(err: Exception, workdir: Path) -> None:
+    """Ends this process of a multi-process run whose peer stopped: one error line, exit 1.
+
+    A collective with a process that died fails at once (gloo: connection
+    reset). ``os._exit``, because JAX's exit handler would wait for the dead
+    process at a shutdown barrier until the heartbeat timeout (100 s) and then
+    abort with a page of logs.
+    """
+    first = (str(err).strip().splitlines() or [""])[0]
+    print(
+        f"error: process {jax.process_index()} of {jax.process_count()} lost contact with "
+        f"the others ({first}); another process has probably stopped: see its output. "
+        f"Continue from the last checkpoint in {workdir} by starting every process again "
+        "with the same command.",
+        file=sys.stderr,
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _tensorboard_command(workdir: Path) -> str:
