@@ -102,7 +102,7 @@ def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
     )
     if resumed is None:
         return None, 0
-    return resumed.state, resumed.step
+    return run.from_checkpoint(resumed.state), resumed.step
 
 
 def train_and_evaluate(
@@ -232,7 +232,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
                     stop_after is not None and step - started >= stop_after
                 )
                 if step % config.checkpoint_every == 0 or last_step or interrupted:
-                    checkpoints.save(manager, step, state, config, score)
+                    checkpoints.save(manager, step, run.to_checkpoint(state), config, score)
                 if interrupted:
                     summary["interrupted"] = stop.requested
                     break

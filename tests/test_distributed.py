@@ -284,3 +284,4 @@ def test_when_one_process_dies_the_other_exits_with_an_error(tmp_path, victim):
         assert "Traceback" not in err
     else:
         assert ours in err or "another task died" in err, err[-3000:]
+
