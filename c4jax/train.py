@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from c4jax import checkpoints, cli, distributed, interrupt, rundir, runlog, trainer
 from c4jax import config as config_lib
@@ -228,13 +229,14 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
                     metrics.update(last_eval)
                 if log is not None:
                     log.log(step, metrics)
-                interrupted = stop.requested or (
+                requested = _anyone(stop.requested)
+                interrupted = requested or (
                     stop_after is not None and step - started >= stop_after
                 )
                 if step % config.checkpoint_every == 0 or last_step or interrupted:
                     checkpoints.save(manager, step, run.to_checkpoint(state), config, score)
                 if interrupted:
-                    summary["interrupted"] = stop.requested
+                    summary["interrupted"] = requested
                     break
     finally:
         manager.wait_until_finished()
@@ -246,6 +248,17 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
             f"continue with: {_resume_hint(workdir)}")
     summary.update(step=step, metrics=metrics, eval=last_eval, state=state, done=step - started)
     return summary
+
+
+def _anyone(flag: bool) -> bool:
+    """True if ``flag`` is True on any process of the run (one tiny all-gather per
+    call when there are several), so that all stop at the same iteration and
+    save the checkpoint together, whichever process got the Ctrl-C."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.process_allgather(np.asarray(flag)).any())
 
 
 def _process_local(tree):

@@ -285,3 +285,29 @@ def test_when_one_process_dies_the_other_exits_with_an_error(tmp_path, victim):
     else:
         assert ours in err or "another task died" in err, err[-3000:]
 
+
+@pytest.mark.multiprocess
+def test_ctrl_c_on_one_process_stops_all_at_the_same_iteration(tmp_path):
+    """SIGINT reaches only process 1: the processes agree at the end of the
+    iteration, save one checkpoint together and exit 130; process 0 says how to go on."""
+    procs = _start_pair(tmp_path, tmp_path, [
+        "--config", "tiny", "--no-progress", "--eval.every", "0",
+        "--train.num-iterations", "100000", "--checkpoint-every", "100000",
+    ])
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        metrics = tmp_path / "metrics.jsonl"
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
+            assert all(p.poll() is None for p in procs), _finish(procs, 1)
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.1)
+        procs[1].send_signal(signal.SIGINT)
+        (code0, out0, err0), (code1, _, err1) = _finish(procs, 120)
+    finally:
+        _finish(procs, 1)
+    assert (code0, code1) == (130, 130), err0[-2000:] + err1[-2000:]
+    assert "Ctrl-C: finishing this iteration" in err1
+    last = json.loads(metrics.read_text().splitlines()[-1])["step"]
+    assert f"stopped at iteration {last} of 100000" in out0
+    assert _checkpoint_steps(tmp_path) == [str(last)]
+    assert "Traceback" not in err0 + err1
