@@ -127,5 +127,6 @@ def initialize(cluster: Cluster | None = None) -> None:
         raise ValueError(
             f"--distributed: jax.distributed.initialize() failed ({first}); run one process "
             "per host under a cluster manager (SLURM, a TPU pod), or give every process "
-            "--coordinator HOST:PORT --num-processes N --process-id I (see the README)"
+            "--coordinator HOST:PORT --num-processes N --process-id I (see the README); "
+            "--no-distributed runs in this process alone"
         ) from None

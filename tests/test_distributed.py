@@ -311,3 +311,17 @@ def test_ctrl_c_on_one_process_stops_all_at_the_same_iteration(tmp_path):
     assert f"stopped at iteration {last} of 100000" in out0
     assert _checkpoint_steps(tmp_path) == [str(last)]
     assert "Traceback" not in err0 + err1
+
+
+def test_a_distributed_run_resumed_alone_without_a_coordinator_says_what_to_give(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"distributed": True}))
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    env.pop("JAX_COORDINATOR_ADDRESS", None)
+    out = subprocess.run(
+        [sys.executable, "-m", "c4jax.train", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: --distributed: jax.distributed.initialize() failed")
+    assert "--coordinator HOST:PORT" in out.stderr and "--no-distributed" in out.stderr
+    assert "Traceback" not in out.stderr
