@@ -6,6 +6,8 @@ Usage:
     python -m c4jax.train --config cpu --train.num-iterations 50 --seed 3
     python -m c4jax.train --workdir runs/X     # continue runs/X if it has checkpoints
     python -m c4jax.train --resume             # continue the newest run in runs/
+    python -m c4jax.train --distributed        # one process per host (SLURM, TPU pod)
+    python -m c4jax.train --coordinator HOST:PORT --num-processes N --process-id I
 
 A run directory holds ``config.json``, ``metrics.jsonl``, TensorBoard event
 files (``tb/``) and Orbax checkpoints (``checkpoints/``). Ctrl-C saves a
@@ -14,6 +16,11 @@ with the same ``--workdir`` continues bit-for-bit where it stopped. A lock file
 keeps a second trainer out of a directory in use; a damaged newest checkpoint
 is moved to ``damaged-checkpoints/`` and the run continues from the newest good
 one; a NaN/inf loss stops the run without saving the broken state.
+
+Several processes (``c4jax.distributed``) train as one: process 0 alone locks
+the directory, logs and prints; all write the checkpoints together, and each
+evaluates on its own copy of the network. A Ctrl-C on any of them stops all
+at the same iteration; one that dies ends the others with an error.
 """
 
 from __future__ import annotations
