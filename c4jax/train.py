@@ -42,6 +42,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import jax
@@ -430,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     config, workdir = call.config, call.workdir
     # Process 0 speaks for a multi-process run; the others print only errors.
     say = print if jax.process_index() == 0 else (lambda *a, **k: None)
+    if jax.process_index() != 0:  # process 0 reports a damaged checkpoint it moves aside
+        warnings.simplefilter("ignore", checkpoints.DamagedCheckpointWarning)
     devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
     if jax.process_count() > 1:
         devices += f" in {jax.process_count()} processes"
