@@ -41,6 +41,7 @@ import math
 import os
 import re
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -443,16 +444,21 @@ def main(argv: list[str] | None = None) -> int:
     say(expected_time(config, call.preset, config.train.num_iterations))
     try:
         summary = train_and_evaluate(config, workdir, progress=call.progress)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except NonFiniteError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except jax.errors.JaxRuntimeError as err:
-        if jax.process_count() == 1:
+    except (ValueError, NonFiniteError, jax.errors.JaxRuntimeError) as err:
+        several = jax.process_count() > 1
+        message, code = str(err), 2 if isinstance(err, ValueError) else 1
+        if several and _peer_failure(err):
+            first = (message.strip().splitlines() or [""])[0]
+            message, code = (
+                f"process {jax.process_index()} of {jax.process_count()} lost contact with "
+                f"the others ({first}); another process has probably stopped: see its "
+                f"output. Continue from the last checkpoint in {workdir} by starting every "
+                "process again with the same command."
+            ), 1
+        elif isinstance(err, jax.errors.JaxRuntimeError):
             raise
-        _lost_contact(err, workdir)
+        print(f"error: {message}", file=sys.stderr)
+        return _leave(code) if several else code
     if summary["interrupted"]:
         return interrupt.EXIT_CODE
     if summary["done"]:
@@ -462,25 +468,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _lost_contact(err: Exception, workdir: Path) -> None:
-    """Ends this process of a multi-process run whose peer stopped: one error line, exit 1.
+_STATUS = re.compile(r"^[A-Z_]+: ")  # how XLA's errors begin: "UNKNOWN: Gloo AllGather failed"
 
-    A collective with a process that died fails at once (gloo: connection
-    reset). ``os._exit``, because JAX's exit handler would wait for the dead
-    process at a shutdown barrier until the heartbeat timeout (100 s) and then
-    abort with a page of logs.
+
+def _peer_failure(err: Exception) -> bool:
+    """Whether ``err`` is a runtime failure (a collective with a dead process),
+    not one of c4jax's own errors. Such a failure reaches Python as a
+    ``JaxRuntimeError``, or as a ValueError when NumPy reads the failed array."""
+    return isinstance(err, jax.errors.JaxRuntimeError) or bool(_STATUS.match(str(err)))
+
+
+def _leave(code: int, wait: float = 10.0) -> int:
+    """Ends this process of a multi-process run with ``code``, not waiting for a dead one.
+
+    JAX's exit handler waits at a shutdown barrier for every process: when all
+    stop on the same error they meet there at once, but when one has died it
+    would wait until the heartbeat timeout (100 s) and then abort with a page
+    of logs. So the barrier gets ``wait`` seconds in a thread, then
+    ``os._exit``.
     """
-    first = (str(err).strip().splitlines() or [""])[0]
-    print(
-        f"error: process {jax.process_index()} of {jax.process_count()} lost contact with "
-        f"the others ({first}); another process has probably stopped: see its output. "
-        f"Continue from the last checkpoint in {workdir} by starting every process again "
-        "with the same command.",
-        file=sys.stderr,
-    )
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(1)
+    shutdown = threading.Thread(target=jax.distributed.shutdown, daemon=True)
+    shutdown.start()
+    shutdown.join(wait)
+    os._exit(code)
 
 
 def _tensorboard_command(workdir: Path) -> str:

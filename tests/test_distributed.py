@@ -95,6 +95,15 @@ def test_bad_flags_exit_2_with_one_error_line(capsys):
     assert capsys.readouterr().err == "error: --process-id: got 'x', allowed: an integer\n"
 
 
+def test_runtime_failures_are_told_from_c4jax_errors():
+    """A collective with a dead process fails with XLA's status text, which
+    reaches Python as a JaxRuntimeError or, through NumPy, a ValueError."""
+    gloo = "UNKNOWN: Gloo AllGather failed: [pair.cc:538] Read error: Connection reset by peer"
+    assert train._peer_failure(ValueError(gloo))
+    assert not train._peer_failure(ValueError("config field train.sgd_steps: got 0"))
+    assert not train._peer_failure(train.NonFiniteError("the loss became NaN/inf"))
+
+
 # -- two processes on localhost ---------------------------------------------------
 
 
@@ -105,17 +114,21 @@ def _free_port() -> int:
 
 
 def _start(out: Path, args, *, devices: int) -> subprocess.Popen:
-    """One worker process, its output piped; ``out`` receives its final learner state."""
+    """One worker process; ``out`` receives its final learner state, ``out.stdout``
+    and ``out.stderr`` its output (files: a pipe nobody reads could fill and block)."""
     env = {
         **os.environ,
         "JAX_PLATFORMS": "cpu",
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
         "PYTHONPATH": str(ROOT),
     }
-    return subprocess.Popen(
-        [sys.executable, "-c", _WORKER, str(out), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
-    )
+    with open(f"{out}.stdout", "w") as stdout, open(f"{out}.stderr", "w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(out), *args],
+            stdout=stdout, stderr=stderr, text=True, env=env, cwd=ROOT,
+        )
+    proc.out = out
+    return proc
 
 
 def _start_pair(workdir: Path, outs: Path, args) -> list[subprocess.Popen]:
@@ -129,20 +142,39 @@ def _start_pair(workdir: Path, outs: Path, args) -> list[subprocess.Popen]:
     ]
 
 
-def _finish(procs, timeout=TIMEOUT) -> list[tuple[int, str, str]]:
-    """``(returncode, stdout, stderr)`` of each process; all are killed on a timeout."""
+def _finish(procs, timeout=TIMEOUT, *, after_failure=60) -> list[tuple[int, str, str]]:
+    """``(returncode, stdout, stderr)`` of each process, once all have ended.
+
+    Raises:
+        AssertionError: after ``timeout`` seconds, or ``after_failure`` seconds
+            after one of them failed, with the output of those still running,
+            which are killed (none is left behind, whatever happens).
+    """
     deadline = time.monotonic() + timeout
-    results = []
     try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
-            results.append((proc.returncode, out, err))
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode for p in procs):
+                deadline = min(deadline, time.monotonic() + after_failure)
+            if time.monotonic() > deadline:
+                hung = [str(p.out) for p in procs if p.poll() is None]
+                raise AssertionError(f"still running: {hung}; " + repr(_outputs(procs))[-3000:])
+            time.sleep(0.1)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    return results
+        _kill(procs)
+    return _outputs(procs)
+
+
+def _kill(procs) -> None:
+    """kill -9 of those still running."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _outputs(procs) -> list[tuple[int | None, str, str]]:
+    read = lambda p, kind: Path(f"{p.out}.{kind}").read_text()  # noqa: E731
+    return [(p.returncode, read(p, "stdout"), read(p, "stderr")) for p in procs]
 
 
 def _learner(path: Path) -> list[np.ndarray]:
@@ -252,6 +284,27 @@ def test_a_second_invocation_resumes_from_the_checkpoint(runs):
         np.testing.assert_array_equal(a, b)
 
 
+def _training_pair(tmp_path: Path) -> tuple[Path, list[subprocess.Popen]]:
+    """A 2-process run with no end in sight, returned once it has logged 2 iterations."""
+    workdir, outs = tmp_path / "run", tmp_path / "outs"
+    outs.mkdir()
+    procs = _start_pair(workdir, outs, [
+        "--config", "tiny", "--no-progress", "--eval.every", "0",
+        "--train.num-iterations", "100000", "--checkpoint-every", "100000",
+    ])
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        metrics = workdir / "metrics.jsonl"
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
+            assert all(p.poll() is None for p in procs), _finish(procs, 1)
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.1)
+    except BaseException:
+        _kill(procs)
+        raise
+    return workdir, procs
+
+
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("victim", [1, 0])
 def test_when_one_process_dies_the_other_exits_with_an_error(tmp_path, victim):
@@ -261,24 +314,16 @@ def test_when_one_process_dies_the_other_exits_with_an_error(tmp_path, victim):
     Process 0 hosts the coordinator: when it dies, JAX's own watchdog may end
     process 1 first (its message names the dead task), else our error line does.
     """
-    procs = _start_pair(tmp_path, tmp_path, [
-        "--config", "tiny", "--no-progress", "--eval.every", "0",
-        "--train.num-iterations", "100000", "--checkpoint-every", "100000",
-    ])
+    _, procs = _training_pair(tmp_path)
     try:
-        deadline = time.monotonic() + TIMEOUT
-        metrics = tmp_path / "metrics.jsonl"
-        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
-            assert all(p.poll() is None for p in procs), _finish(procs, 1)
-            assert time.monotonic() < deadline, "the run did not start"
-            time.sleep(0.1)
         procs[victim].send_signal(signal.SIGKILL)
         killed = time.monotonic()
         survivor = procs[1 - victim]
-        _, err = survivor.communicate(timeout=60)
+        survivor.wait(timeout=60)
         waited = time.monotonic() - killed
     finally:
-        _finish(procs, 1)
+        _kill(procs)
+    err = _outputs(procs)[1 - victim][2]
     assert waited < 30, f"the survivor took {waited:.0f} s to exit"
     assert survivor.returncode != 0
     ours = f"error: process {1 - victim} of 2 lost contact with the others"
@@ -293,26 +338,17 @@ def test_when_one_process_dies_the_other_exits_with_an_error(tmp_path, victim):
 def test_ctrl_c_on_one_process_stops_all_at_the_same_iteration(tmp_path):
     """SIGINT reaches only process 1: the processes agree at the end of the
     iteration, save one checkpoint together and exit 130; process 0 says how to go on."""
-    procs = _start_pair(tmp_path, tmp_path, [
-        "--config", "tiny", "--no-progress", "--eval.every", "0",
-        "--train.num-iterations", "100000", "--checkpoint-every", "100000",
-    ])
+    workdir, procs = _training_pair(tmp_path)
     try:
-        deadline = time.monotonic() + TIMEOUT
-        metrics = tmp_path / "metrics.jsonl"
-        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
-            assert all(p.poll() is None for p in procs), _finish(procs, 1)
-            assert time.monotonic() < deadline, "the run did not start"
-            time.sleep(0.1)
         procs[1].send_signal(signal.SIGINT)
         (code0, out0, err0), (code1, _, err1) = _finish(procs, 120)
     finally:
-        _finish(procs, 1)
+        _kill(procs)
     assert (code0, code1) == (130, 130), err0[-2000:] + err1[-2000:]
     assert "Ctrl-C: finishing this iteration" in err1
-    last = json.loads(metrics.read_text().splitlines()[-1])["step"]
+    last = _metrics(workdir)[-1]["step"]
     assert f"stopped at iteration {last} of 100000" in out0
-    assert _checkpoint_steps(tmp_path) == [str(last)]
+    assert _checkpoint_steps(workdir) == [str(last)]
     assert "Traceback" not in err0 + err1
 
 
