@@ -1,10 +1,13 @@
 """Multi-process runs: the flags, and two real training processes on localhost.
 
-The ``multiprocess`` tests start two ``python -m c4jax.train`` processes (one
-forced CPU device each) that join through ``jax.distributed`` on 127.0.0.1 and
-train over one global mesh, with gloo for the collectives; one more process
-runs the same training on two devices alone, for comparison. Every process is
-bounded by a timeout and killed on failure.
+The ``multiprocess`` tests start two processes of the training command line
+(``train.main``, one forced CPU device each) that join through
+``jax.distributed`` on 127.0.0.1 and train over one global mesh, with gloo for
+the collectives; one more process runs the same training on two devices alone,
+for comparison. Then: a resume by two processes, a process killed, a Ctrl-C.
+Every process is bounded by a timeout and killed on failure. On a 2-core CPU
+they take a few minutes, mostly compiling (process 1 cannot use the persistent
+compilation cache: JAX writes it from process 0 only, for process 0's devices).
 """
 
 import json
