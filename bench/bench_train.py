@@ -158,7 +158,8 @@ def c4jax_pipeline(run, state, apply_fn: Callable) -> Pipeline:
 
         def selfplay_chunk(variables, key, games, buffer):
             games, positions, ready, metrics = stub_selfplay(variables, key, games)
-            return games, replay.add(buffer, positions, ready), metrics
+            buffer = replay.add(buffer, positions, ready, shards=run.replay_shards)
+            return games, buffer, metrics
 
     def play(variables, key, carry):
         games, buffer, metrics = selfplay_chunk(variables, key, *carry)

@@ -135,7 +135,9 @@ class Config:
     keep_checkpoints: int = 3
     """Latest checkpoints kept (the best by evaluation score is kept besides)."""
     distributed: bool = False
-    """Call jax.distributed.initialize() for a multi-host run."""
+    """Run as one of several processes (one per host): jax.distributed.initialize()
+    first. JAX finds the others under SLURM, Open MPI or on a TPU pod; elsewhere
+    give --coordinator HOST:PORT --num-processes N --process-id I."""
 
 
 def check(ok: bool, name: str, allowed: str, value: Any) -> None:

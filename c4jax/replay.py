@@ -3,7 +3,15 @@
 Positions are stored as compact ``env.State`` bitboards rather than
 observations (25 bytes instead of 336); ``sample`` rebuilds the ``[H, W, 2]``
 planes and applies the left-right mirror augmentation. Shape letters: C
-capacity, M positions added at once, B minibatch, A = 7 actions.
+capacity, M positions added at once, B minibatch, A = 7 actions, S shards.
+
+Sharded over S devices (rows split in S equal blocks), the buffer deals its
+slots out in turn: slot i (the i-th position added, modulo C) is stored in
+row ``(i % S) * (C / S) + i // S``, so every shard fills at the same pace and
+each device can sample its own rows (``sample_shard``) without moving data.
+With S = 1 slot i is row i. ``to_slot_order`` and ``from_slot_order`` convert
+between this layout and slot order (the form checkpoints keep, so that a run
+can resume on another number of devices).
 """
 
 from __future__ import annotations
@@ -56,13 +64,23 @@ def init(capacity: int) -> ReplayBuffer:
     return ReplayBuffer(data=data, insert=jnp.int32(0), size=jnp.int32(0))
 
 
-def add(buffer: ReplayBuffer, positions: Positions, valid: jax.Array) -> ReplayBuffer:
+def stored_row(slot: jax.Array, capacity: int, shards: int) -> jax.Array:
+    """The row where slot ``slot`` (any int array, values in [0, C)) is stored."""
+    if shards == 1:
+        return slot
+    return (slot % shards) * (capacity // shards) + slot // shards
+
+
+def add(
+    buffer: ReplayBuffer, positions: Positions, valid: jax.Array, *, shards: int = 1
+) -> ReplayBuffer:
     """Writes the valid rows of ``positions`` after the newest data, wrapping.
 
     Args:
         buffer: the buffer.
         positions: [M] candidate positions.
         valid: [M] bool, which rows to keep; the others are dropped.
+        shards: S, the layout (see the module); C must divide by it.
 
     Returns:
         The buffer with ``sum(valid)`` more positions (the oldest overwritten
@@ -74,7 +92,8 @@ def add(buffer: ReplayBuffer, positions: Positions, valid: jax.Array) -> ReplayB
     count = jnp.sum(valid)
     rank = jnp.cumsum(valid) - 1  # [M] position among the valid rows
     keep = (valid == 1) & (rank >= count - capacity)
-    slot = jnp.where(keep, (buffer.insert + rank) % capacity, capacity)  # capacity: dropped
+    row = stored_row((buffer.insert + rank) % capacity, capacity, shards)
+    slot = jnp.where(keep, row, capacity)  # capacity: dropped
 
     def write(old, new):
         return old.at[slot].set(new, mode="drop")
@@ -102,9 +121,43 @@ def sample(
     Returns:
         A ``Minibatch`` of B examples.
     """
+    return _draw(buffer.data, buffer.size, key, batch_size, mirror)
+
+
+def sample_shard(
+    data: Positions,
+    size: jax.Array,
+    shard: jax.Array,
+    shards: int,
+    key: jax.Array,
+    batch_size: int,
+    *,
+    mirror: bool = True,
+) -> Minibatch:
+    """``sample`` within one shard of a buffer written with ``add(..., shards=S)``.
+
+    Args:
+        data: [C / S] the rows of shard ``shard``.
+        size: [] int32 the whole buffer's ``size`` (>= 1).
+        shard: [] int32 which shard, 0..S-1.
+        shards: S.
+        key: PRNG key (its own per shard).
+        batch_size: examples drawn from this shard.
+        mirror: as in ``sample``.
+
+    Returns:
+        A ``Minibatch`` of ``batch_size`` examples, uniform over the filled rows
+        of the shard (their counts differ by at most one between shards).
+    """
+    filled = size // shards + (shard < size % shards).astype(size.dtype)
+    return _draw(data, filled, key, batch_size, mirror)
+
+
+def _draw(data: Positions, filled: jax.Array, key, batch_size: int, mirror: bool) -> Minibatch:
+    """B examples drawn uniformly from rows ``[0, filled)`` of ``data``."""
     index_key, mirror_key = jax.random.split(key)
-    index = jax.random.randint(index_key, (batch_size,), 0, jnp.maximum(buffer.size, 1))
-    picked = jax.tree.map(lambda x: x[index], buffer.data)
+    index = jax.random.randint(index_key, (batch_size,), 0, jnp.maximum(filled, 1))
+    picked = jax.tree.map(lambda x: x[index], data)
     obs = env.observe(picked.state)
     policy = picked.policy
     if mirror:
@@ -112,3 +165,22 @@ def sample(
         obs = jnp.where(flip[:, None, None, None], env.mirror_observation(obs), obs)
         policy = jnp.where(flip[:, None], env.mirror_policy(policy), policy)
     return Minibatch(obs=obs, policy=policy, value=picked.value)
+
+
+def to_slot_order(buffer: ReplayBuffer, shards: int) -> ReplayBuffer:
+    """The buffer with row i holding slot i (undoes the layout of ``add(..., shards)``)."""
+    if shards == 1:
+        return buffer
+    rows = stored_row(jnp.arange(buffer.capacity), buffer.capacity, shards)
+    return buffer.replace(data=jax.tree.map(lambda x: x[rows], buffer.data))
+
+
+def from_slot_order(buffer: ReplayBuffer, shards: int) -> ReplayBuffer:
+    """The inverse of ``to_slot_order``: a slot-ordered buffer in the layout of ``shards``."""
+    if shards == 1:
+        return buffer
+    capacity = buffer.capacity
+    block = capacity // shards
+    row = jnp.arange(capacity)
+    slots = (row % block) * shards + row // block  # the slot each row stores
+    return buffer.replace(data=jax.tree.map(lambda x: x[slots], buffer.data))

@@ -3,7 +3,8 @@
 Around a jitted ``iteration`` it adds what a run needs on the host: the wall
 time of every iteration, the NaN guard, the periodic evaluation, logging,
 checkpoints every few iterations (and at the last one or a stop), and Ctrl-C
-(the first finishes the iteration and saves, the second aborts).
+(the first finishes the iteration and saves, the second aborts; in a
+multi-process run a Ctrl-C on any process stops all at the same iteration).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import math
 import time
 from collections.abc import Callable
 from typing import Any
+
+import jax
+import numpy as np
 
 from c4jax import checkpoints, interrupt, runlog
 
@@ -23,6 +27,17 @@ class NonFiniteError(RuntimeError):
 
 def _finite(metrics: dict[str, float]) -> bool:
     return math.isfinite(metrics.get("loss", 0.0)) and metrics.get("params_finite", 1.0) == 1.0
+
+
+def any_process(flag: bool) -> bool:
+    """True if ``flag`` is True on any process of the run (one tiny all-gather per
+    call when there are several), so that all stop at the same iteration and
+    save the checkpoint together, whichever process got the Ctrl-C."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.process_allgather(np.asarray(flag)).any())
 
 
 def run_iterations(
@@ -41,6 +56,7 @@ def run_iterations(
     resume_hint: str,
     say: Callable[..., None],
     stop_after: int | None = None,
+    to_checkpoint: Callable[[Any], Any] = lambda state: state,
 ) -> dict:
     """Runs iterations ``step + 1 .. total`` of a run.
 
@@ -61,6 +77,7 @@ def run_iterations(
         resume_hint: the command that continues the run, for the messages.
         say: prints what the run does (a no-op when quiet).
         stop_after: stop as a Ctrl-C would after this many iterations (tests).
+        to_checkpoint: the state as it is saved (e.g. the replay buffer in slot order).
 
     Returns:
         ``step``, the last ``metrics`` and ``eval``, ``state``, ``done``
@@ -105,13 +122,14 @@ def run_iterations(
                     metrics.update(last_eval)
                 if log is not None:
                     log.log(step, metrics)
-                interrupted = stop.requested or (
+                requested = any_process(stop.requested)
+                interrupted = requested or (
                     stop_after is not None and step - started >= stop_after
                 )
                 if step % checkpoint_every == 0 or last_step or interrupted:
-                    checkpoints.save(manager, step, state, config, score)
+                    checkpoints.save(manager, step, to_checkpoint(state), config, score)
                 if interrupted:
-                    by_user = stop.requested
+                    by_user = requested
                     break
     finally:
         manager.wait_until_finished()

@@ -6,6 +6,8 @@ Usage:
     python -m c4jax.train --config cpu --train.num-iterations 50 --seed 3
     python -m c4jax.train --workdir runs/X     # continue runs/X if it has checkpoints
     python -m c4jax.train --resume             # continue the newest run in runs/
+    python -m c4jax.train --distributed        # one process per host (SLURM, TPU pod)
+    python -m c4jax.train --coordinator HOST:PORT --num-processes N --process-id I
 
 A run directory holds ``config.json``, ``metrics.jsonl``, TensorBoard event
 files (``tb/``) and Orbax checkpoints (``checkpoints/``). Ctrl-C saves a
@@ -14,6 +16,11 @@ with the same ``--workdir`` continues bit-for-bit where it stopped. A lock file
 keeps a second trainer out of a directory in use; a damaged newest checkpoint
 is moved to ``damaged-checkpoints/`` and the run continues from the newest good
 one; a NaN/inf loss stops the run without saving the broken state.
+
+Several processes (``c4jax.distributed``) train as one: process 0 alone locks
+the directory, logs and prints; all write the checkpoints together, and each
+evaluates on its own copy of the network. A Ctrl-C on any of them stops all
+at the same iteration; one that dies ends the others with an error.
 """
 
 from __future__ import annotations
@@ -29,12 +36,16 @@ import dataclasses
 import datetime
 import importlib.util
 import json
+import os
+import re
 import sys
+import threading
+import warnings
 from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, cli, interrupt, rundir, runlog, runloop, trainer
+from c4jax import checkpoints, cli, distributed, interrupt, rundir, runlog, runloop, trainer
 from c4jax import config as config_lib
 from c4jax.config import Config
 from c4jax.judge import agents, periodic
@@ -90,7 +101,7 @@ def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
     )
     if resumed is None:
         return None, 0
-    return resumed.state, resumed.step
+    return run.from_checkpoint(resumed.state), resumed.step
 
 
 def train_and_evaluate(
@@ -127,7 +138,7 @@ def train_and_evaluate(
             checkpoint is kept and nothing later is saved.
     """
     if config.distributed and not jax.distributed.is_initialized():
-        jax.distributed.initialize()  # before anything asks JAX about devices
+        distributed.initialize()  # before anything asks JAX about devices
     writer = jax.process_index() == 0  # one process writes the logs
     mode = runlog.default_mode() if progress is True else (progress or "off")
     mode = mode if writer else "off"
@@ -173,12 +184,13 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
         return state, {k: float(v) for k, v in jax.device_get(device_metrics).items()}
 
     def evaluate(state, step):
-        variables = run.variables(state)
+        variables = _process_local(run.variables(state))
         match_key, gate_key = jax.random.split(jax.random.fold_in(eval_key, step))
         results = periodic.evaluate(act, variables, match_key, config.eval)
         if config.eval.gating:
             gate = periodic.gating_match(
-                act, variables, state.best, gate_key, num_games=config.eval.gating_games
+                act, variables, _process_local(state.best), gate_key,
+                num_games=config.eval.gating_games,
             )
             results["gating/score"] = gate.score
             results["gating/promoted"] = float(gate.score > config.eval.gating)
@@ -192,8 +204,19 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
         checkpoint_every=config.checkpoint_every, log=log,
         positions_per_iteration=config.train.selfplay_batch * config.train.selfplay_steps,
         resume_hint=_resume_hint(workdir), say=say, stop_after=stop_after,
+        to_checkpoint=run.to_checkpoint,
     ))
     return summary
+
+
+def _process_local(tree):
+    """This process's copy of replicated (global) arrays, for the evaluation.
+
+    Every process evaluates on its own copy, with the same keys, so all reach the
+    same scores and gating decisions without talking to each other; a global
+    array would make every evaluation game a program over all the processes.
+    """
+    return jax.tree.map(lambda x: x.addressable_data(0), tree)
 
 
 def default_preset() -> str:
@@ -218,15 +241,20 @@ class Invocation:
     preset: str | None  # the preset's name, if the defaults came from one
     progress: runlog.Mode
     print_config: bool  # print the resolved configuration and exit
+    cluster: distributed.Cluster | None  # --coordinator, --num-processes, --process-id
 
 
 def parse_args(argv: list[str]) -> Invocation:
     """Reads ``--config``, ``--workdir``, ``--resume``, ``--no-progress``,
-    ``--print-config`` and per-field overrides.
+    ``--print-config``, the multi-process flags and per-field overrides.
 
     A run directory that already holds a ``config.json`` supplies the defaults
-    (so resuming needs no flags); otherwise the preset does.
+    (so resuming needs no flags); otherwise the preset does. Any of
+    ``--coordinator``, ``--num-processes``, ``--process-id`` implies
+    ``--distributed``; they belong to this process, not to the run, so they are
+    not part of the ``Config`` (nor of ``config.json``).
     """
+    cluster, argv = distributed.parse_flags(argv)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", default=None)
     pre.add_argument("--workdir", default=None)
@@ -259,13 +287,17 @@ def parse_args(argv: list[str]) -> Invocation:
         + "), --workdir DIR (default runs/<date-time>; continues a run there), "
         "--resume (continue --workdir, or the run in runs/ written to last), "
         "--no-progress (one plain line per iteration instead of a bar), "
-        "--print-config (print the resolved configuration as JSON and exit)."
+        "--print-config (print the resolved configuration as JSON and exit), "
+        "--coordinator HOST:PORT --num-processes N --process-id I (a multi-process "
+        "run without a cluster manager; each implies --distributed)."
     )
     config = cli.tyro_cli(
         Config, default=base, args=rest, description=description, prog="python -m c4jax.train"
     )
+    if cluster is not None:
+        config = dataclasses.replace(config, distributed=True)
     mode: runlog.Mode = "lines" if known.no_progress else runlog.default_mode()
-    return Invocation(config, workdir, source, preset, mode, known.print_config)
+    return Invocation(config, workdir, source, preset, mode, known.print_config, cluster)
 
 
 def expected_time(config: Config, preset: str | None, iterations: int) -> str:
@@ -288,9 +320,14 @@ def expected_time(config: Config, preset: str | None, iterations: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if "--distributed" in argv and "--print-config" not in argv:
-            _initialize_distributed()  # must precede every device query below
+        cluster, _ = distributed.parse_flags(argv)
+        early = cluster is not None or "--distributed" in argv
+        if early and "--print-config" not in argv:
+            distributed.initialize(cluster)  # must precede every device query below
         call = parse_args(argv)
+        if call.config.distributed and not call.print_config:
+            if not jax.distributed.is_initialized():  # asked for by the run's config.json
+                distributed.initialize(call.cluster)
         config_lib.validate(call.config, num_devices=jax.device_count())
         if call.print_config:
             print(json.dumps(config_lib.to_dict(call.config), indent=2))
@@ -302,39 +339,69 @@ def main(argv: list[str] | None = None) -> int:
     cli.one_line_warnings()
     checkpoints.quiet_orbax_logs()
     config, workdir = call.config, call.workdir
+    # Process 0 speaks for a multi-process run; the others print only errors.
+    say = print if jax.process_index() == 0 else (lambda *a, **k: None)
+    if jax.process_index() != 0:  # process 0 reports a damaged checkpoint it moves aside
+        warnings.simplefilter("ignore", checkpoints.DamagedCheckpointWarning)
     devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
-    print(
+    if jax.process_count() > 1:
+        devices += f" in {jax.process_count()} processes"
+    say(
         f"c4jax.train: {call.source}, {config.train.num_iterations} iterations on {devices}; "
         f"run directory {workdir} (configuration in {workdir / 'config.json'})"
     )
-    print(expected_time(config, call.preset, config.train.num_iterations))
+    say(expected_time(config, call.preset, config.train.num_iterations))
     try:
         summary = train_and_evaluate(config, workdir, progress=call.progress)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except NonFiniteError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    except (ValueError, NonFiniteError, jax.errors.JaxRuntimeError) as err:
+        several = jax.process_count() > 1
+        message, code = str(err), 2 if isinstance(err, ValueError) else 1
+        if several and _peer_failure(err):
+            first = (message.strip().splitlines() or [""])[0]
+            message, code = (
+                f"process {jax.process_index()} of {jax.process_count()} lost contact with "
+                f"the others ({first}); another process has probably stopped: see its "
+                f"output. Continue from the last checkpoint in {workdir} by starting every "
+                "process again with the same command."
+            ), 1
+        elif isinstance(err, jax.errors.JaxRuntimeError):
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return _leave(code) if several else code
     if summary["interrupted"]:
         return interrupt.EXIT_CODE
     if summary["done"]:
         final = ", ".join(f"{k} {v:.3f}" for k, v in summary["eval"].items())
-        print(f"finished iteration {summary['step']}; last evaluation: {final or 'none'}")
-    print(f"outputs in {workdir}; view with: {_tensorboard_command(workdir)}")
+        say(f"finished iteration {summary['step']}; last evaluation: {final or 'none'}")
+    say(f"outputs in {workdir}; view with: {_tensorboard_command(workdir)}")
     return 0
 
 
-def _initialize_distributed() -> None:
-    try:
-        jax.distributed.initialize()
-    except (RuntimeError, ValueError) as err:
-        first = (str(err).strip().splitlines() or [""])[0]
-        raise ValueError(
-            f"--distributed: jax.distributed.initialize() failed ({first}); run one process "
-            "per host under a cluster manager (SLURM, a TPU pod) or set the coordinator "
-            "environment variables (see the README)"
-        ) from None
+_STATUS = re.compile(r"^[A-Z_]+: ")  # how XLA's errors begin: "UNKNOWN: Gloo AllGather failed"
+
+
+def _peer_failure(err: Exception) -> bool:
+    """Whether ``err`` is a runtime failure (a collective with a dead process),
+    not one of c4jax's own errors. Such a failure reaches Python as a
+    ``JaxRuntimeError``, or as a ValueError when NumPy reads the failed array."""
+    return isinstance(err, jax.errors.JaxRuntimeError) or bool(_STATUS.match(str(err)))
+
+
+def _leave(code: int, wait: float = 10.0) -> int:
+    """Ends this process of a multi-process run with ``code``, not waiting for a dead one.
+
+    JAX's exit handler waits at a shutdown barrier for every process: when all
+    stop on the same error they meet there at once, but when one has died it
+    would wait until the heartbeat timeout (100 s) and then abort with a page
+    of logs. So the barrier gets ``wait`` seconds in a thread, then
+    ``os._exit``.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    shutdown = threading.Thread(target=jax.distributed.shutdown, daemon=True)
+    shutdown.start()
+    shutdown.join(wait)
+    os._exit(code)
 
 
 def _tensorboard_command(workdir: Path) -> str:

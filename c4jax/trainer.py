@@ -8,6 +8,10 @@ in it syncs with the host.
 Data parallelism: a 1-D ``Mesh`` with a ``data`` axis over all devices. The
 game batch, the replay buffer and each minibatch are split along it; the
 network and optimizer state are replicated. One device is the 1-device case.
+Each device samples its share of every minibatch from its own rows of the
+buffer (``replay.sample_shard`` in ``shard_map``), so an SGD step moves no
+buffer data between devices: its only collectives are the all-reduces of the
+gradients and metrics.
 """
 
 from __future__ import annotations
@@ -71,6 +75,11 @@ class Trainer:
             it donates its input state. It composes the public pure pieces
             ``selfplay_chunk`` and ``learn`` (which benchmarks time one by one).
         shardings: the ``TrainState`` pytree of ``NamedSharding``.
+        replay_shards: S, the replay buffer's layout (``replay``): the device
+            count when the capacity divides by it, else 1 (then the buffer is
+            replicated).
+        to_checkpoint, from_checkpoint: the state with its replay buffer in
+            slot order (as checkpoints keep it), and back; the identity when S = 1.
     """
 
     def __init__(self, config: Config, mesh: Mesh | None = None):
@@ -93,6 +102,9 @@ class Trainer:
         # B=256 took 21 s scanned, 1.5 s unrolled); elsewhere keep the loop.
         self._unroll = self.mesh.devices.flat[0].platform == "cpu"
         abstract = jax.eval_shape(self._init, jax.random.key(0))
+        num_devices = self.mesh.devices.size
+        capacity = config.train.replay_capacity
+        self.replay_shards = num_devices if capacity % num_devices == 0 else 1
         self.shardings = self._make_shardings(abstract)
         replicated = NamedSharding(self.mesh, P())
         self.init = jax.jit(self._init, out_shardings=self.shardings)
@@ -102,6 +114,8 @@ class Trainer:
             out_shardings=(self.shardings, replicated),
             donate_argnums=0,
         )
+        self.to_checkpoint = self._relayout(replay.to_slot_order)
+        self.from_checkpoint = self._relayout(replay.from_slot_order)
 
     def abstract_state(self) -> TrainState:
         """Shapes, dtypes and shardings of the state, for checkpoint restore."""
@@ -110,6 +124,16 @@ class Trainer:
             lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
             abstract,
             self.shardings,
+        )
+
+    def _relayout(self, convert):
+        """A jitted ``state -> state`` applying ``convert`` to the replay buffer."""
+        if self.replay_shards == 1:
+            return lambda state: state
+        shards = self.replay_shards
+        return jax.jit(
+            lambda state: state.replace(replay=convert(state.replay, shards)),
+            out_shardings=self.shardings,
         )
 
     @staticmethod
@@ -159,7 +183,7 @@ class Trainer:
             the new positions, self-play metrics ([] arrays).
         """
         games, positions, ready, metrics = self._selfplay(variables, key, games)
-        return games, replay.add(buffer, positions, ready), metrics
+        return games, replay.add(buffer, positions, ready, shards=self.replay_shards), metrics
 
     def learn(
         self, learner_state: learner.LearnerState, buffer: replay.ReplayBuffer, key: jax.Array
@@ -167,13 +191,32 @@ class Trainer:
         """K SGD steps on minibatches sampled from ``buffer``: the second part of ``iteration``.
 
         Pure and traceable. Metrics are the means over the K steps ([] arrays).
+        With S > 1 replay shards, device d draws its B / S examples from its
+        own rows with the key ``fold_in(sgd_key, d)``; with one, the whole
+        minibatch is drawn with ``sgd_key`` itself.
         """
         t = self.config.train
         batch_sharding = NamedSharding(self.mesh, P(DATA_AXIS))
+        shards = self.replay_shards
+
+        def sample_shard(data, size, key):  # one device's rows -> its part of the minibatch
+            shard = jax.lax.axis_index(DATA_AXIS)
+            return replay.sample_shard(
+                data, size, shard, shards, jax.random.fold_in(key, shard),
+                t.minibatch_size // shards, mirror=t.mirror_augment,
+            )
+
+        sample_local = jax.shard_map(
+            sample_shard, mesh=self.mesh, in_specs=(P(DATA_AXIS), P(), P()),
+            out_specs=P(DATA_AXIS),
+        )
 
         def sgd(learner_state, sgd_key):
-            batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment)
-            batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
+            if shards > 1:
+                batch = sample_local(buffer.data, buffer.size, sgd_key)
+            else:
+                batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment)
+                batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
             return self._sgd_step(learner_state, batch)
 
         keys = jax.random.split(key, t.sgd_steps)

@@ -175,6 +175,11 @@ def test_two_device_run_from_the_command_line(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "iterations on 2 x cpu" in out.stdout
     assert (tmp_path / "checkpoints" / "2").exists()
+    # Checkpoints keep the replay buffer in an order of no device count: one device goes on.
+    resumed = _cli("--workdir", str(tmp_path), "--train.num-iterations", "3")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming {tmp_path} from iteration 2 of 3" in resumed.stdout
+    assert "iterations on 1 x cpu" in resumed.stdout
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from c4jax import config as config_lib
-from c4jax import train
+from c4jax import distributed, train
 
 _SECTIONS = ("network", "search", "train", "eval")
 FIELDS = [  # (section or "", field name)
@@ -106,6 +106,20 @@ def test_any_flag_value_gives_a_config_or_an_error_line(flags, capsys):
         argv += [_flag(section, name), value]
     with tempfile.TemporaryDirectory() as tmp:
         _check(*_run([*argv, "--workdir", tmp], capsys))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=_FIXTURE)
+@given(flags=st.lists(st.tuples(st.sampled_from(distributed.FLAGS), flag_values), min_size=1,
+                      max_size=3))
+def test_any_multi_process_flag_value_gives_a_config_or_an_error_line(flags, capsys):
+    argv = ["--config", "tiny", "--print-config"]
+    for flag, value in flags:
+        argv += [flag, value] if len(flags) % 2 else [f"{flag}={value}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        code, out, err = _run([*argv, "--workdir", tmp], capsys)
+    _check(code, out, err)
+    if code == 0:
+        assert json.loads(out)["distributed"] is True
 
 
 def test_print_config_shows_the_overrides(capsys):
