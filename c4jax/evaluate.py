@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="round robin and Bradley-Terry ratings",
         description="Round robin over a pool of agents (random is added if missing) and"
         " maximum-likelihood Bradley-Terry ratings on the Elo scale, random = 0, with"
-        f" bootstrap 95%% intervals. Agent specs: {forms}.",
+        f" bootstrap 95% intervals. Agent specs: {forms}.",
     )
     elo_p.add_argument("agents", nargs="+", metavar="AGENT")
     elo_p.add_argument("--games", type=int, default=100, help="games per pair (default 100)")
