@@ -230,15 +230,18 @@ def _first_good(manager: ocp.CheckpointManager, candidates, read):
     raise damage.all_damaged_error(manager.directory, skipped)
 
 
-def _warn_skipped(manager, skipped, used: int, notes: dict | None = None) -> None:
-    """One ``DamagedCheckpointWarning`` per skipped checkpoint, naming the one used."""
+def _warn_skipped(
+    manager, skipped, used: int, notes: dict | None = None, stacklevel: int = 3
+) -> None:
+    """One ``DamagedCheckpointWarning`` per skipped checkpoint, naming the one used
+    (attributed ``stacklevel`` frames up: the public function's caller)."""
     for bad, reason in skipped:
         warnings.warn(
             DamagedCheckpointWarning(
                 f"checkpoint {bad} in {manager.directory} is damaged ({reason}); "
                 f"using checkpoint {used}{(notes or {}).get(bad, '')}"
             ),
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 
@@ -308,7 +311,7 @@ def restore_part(run_dir: str | Path, step: int | None, read: Callable[[Any, int
         found, skipped = _first_good(
             manager, _by_score(manager), lambda candidate: read(manager, candidate)
         )
-        _warn_skipped(manager, skipped, found.step)
+        _warn_skipped(manager, skipped, found.step, stacklevel=4)  # restore_variables' caller
         return found
     finally:
         manager.close()
