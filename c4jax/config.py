@@ -260,6 +260,31 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     return config
 
 
+def field_value(config: Any, dotted: str) -> Any:
+    """The value of field ``section.name`` (or ``name``) of a config."""
+    value = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def check_unchanged(stored: Any, requested: Any, fields: tuple[str, ...]) -> None:
+    """Raises ValueError naming each of ``fields`` (dotted) that differs between the
+    config stored with a checkpoint and the one requested for resuming it."""
+    problems = [
+        f"{name} is {field_value(stored, name)!r} in the checkpoint but "
+        f"{field_value(requested, name)!r} now"
+        for name in fields
+        if field_value(stored, name) != field_value(requested, name)
+    ]
+    if problems:
+        raise ValueError(
+            "incompatible checkpoint in the run directory: "
+            + "; ".join(problems)
+            + ". Use a new --workdir, or drop those overrides."
+        )
+
+
 def to_dict(config: Any) -> dict:
     """The config as plain JSON-ready nested dicts."""
     return dataclasses.asdict(config)

@@ -64,26 +64,9 @@ _STATE_FIELDS = (
 )
 
 
-def _field(config: Config, dotted: str):
-    value = config
-    for part in dotted.split("."):
-        value = getattr(value, part)
-    return value
-
-
 def check_compatible(stored: Config, requested: Config) -> None:
     """Raises ValueError naming each field that a resumed checkpoint cannot change."""
-    problems = [
-        f"{name} is {_field(stored, name)!r} in the checkpoint but {_field(requested, name)!r} now"
-        for name in _STATE_FIELDS
-        if _field(stored, name) != _field(requested, name)
-    ]
-    if problems:
-        raise ValueError(
-            "incompatible checkpoint in the run directory: "
-            + "; ".join(problems)
-            + ". Use a new --workdir, or drop those overrides."
-        )
+    config_lib.check_unchanged(stored, requested, _STATE_FIELDS)
 
 
 def _resume_hint(workdir: Path) -> str:

@@ -50,21 +50,7 @@ def _resume_hint(workdir: Path) -> str:
 
 def check_compatible(stored: DQNConfig, requested: DQNConfig) -> None:
     """Raises ValueError naming each field that a resumed checkpoint cannot change."""
-
-    def get(config, dotted):
-        section, name = dotted.split(".")
-        return getattr(getattr(config, section), name)
-
-    problems = [
-        f"{name} is {get(stored, name)!r} in the checkpoint but {get(requested, name)!r} now"
-        for name in _STATE_FIELDS
-        if get(stored, name) != get(requested, name)
-    ]
-    if problems:
-        raise ValueError(
-            "incompatible checkpoint in the run directory: " + "; ".join(problems)
-            + ". Use a new --workdir, or drop those overrides."
-        )
+    config_lib.check_unchanged(stored, requested, _STATE_FIELDS)
 
 
 def _abstract(init, key):
