@@ -94,9 +94,13 @@ class TrainConfig:
     """Mirror sampled positions left-right with probability 1/2."""
     random_opening_moves: int = 0
     """Each self-play game opens with k ~ U{0..this} uniformly random moves (0 = off);
-    positions up to the last random move are not trained on."""
+    what positions up to the last random move teach is ``opening_targets``."""
     value_target_q: float = 0.0
     """Value target (1 - w) * game result + w * search value of the position (0 = result only)."""
+    opening_targets: Literal["drop", "search"] = "drop"
+    """Positions up to the last random opening move of their game: drop (not trained on),
+    or search (trained on the search policy, with the search value as the value target:
+    the searches were run anyway, and neither target depends on the random moves after)."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,10 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     )
     check(0 <= t.value_target_q <= 1, "train.value_target_q", "0..1", t.value_target_q)
     check(t.optimizer in ("adamw", "sgd"), "train.optimizer", "adamw, sgd", t.optimizer)
+    check(
+        t.opening_targets in ("drop", "search"), "train.opening_targets", "drop, search",
+        t.opening_targets,
+    )
     check(
         t.lr_schedule in ("constant", "cosine"), "train.lr_schedule", "constant, cosine",
         t.lr_schedule,

@@ -12,8 +12,10 @@ Two options widen what the network learns from:
 * ``random_opening_moves = K``: each game opens with k ~ U{0..K} uniformly
   random moves, so that self-play visits the varied positions that a strong
   agent must judge (not only those its own sharpening policy leads to). The
-  positions before and at a random move still get searched, but they are not
-  trained on: their game result reflects a random move.
+  positions before and at a random move still get searched; their game result
+  reflects a random move, so by default they are not trained on. With
+  ``opening_targets="search"`` they are: the search policy is the policy
+  target and the search value (``policy_value``) the value target.
 * ``value_target_q = w``: the value target is ``(1 - w) z + w q``, with ``z``
   the game result and ``q`` the search's value of its improved policy
   (``SearchOutput.policy_value``).
@@ -117,6 +119,7 @@ def make_selfplay(
     num_steps: int,
     random_opening_moves: int = 0,
     value_target_q: float = 0.0,
+    opening_targets: str = "drop",
 ) -> Callable:
     """Returns ``selfplay(variables, key, sp_state) -> (sp_state, positions, valid, metrics)``.
 
@@ -126,11 +129,17 @@ def make_selfplay(
         num_steps: T, moves each game advances per call.
         random_opening_moves: K, each game opens with k ~ U{0..K} random moves.
         value_target_q: w in [0, 1], weight of the search value in the target.
+        opening_targets: ``"drop"`` leaves the positions up to a game's last
+            random opening move out; ``"search"`` trains on them with the
+            search policy and value (once their game has ended, as the others).
 
     The returned function is pure and jittable. ``positions`` holds the
     ``(L + T) * B`` candidate rows of the window (tail + chunk) and ``valid``
     [(L + T) * B] marks those whose game ended, ready for ``replay.add``.
     """
+
+    if opening_targets not in ("drop", "search"):
+        raise ValueError(f"opening_targets: 'drop' or 'search', got {opening_targets!r}")
 
     def selfplay(variables, key, sp_state: SelfPlayState):
         batch = sp_state.games.num_moves.shape[0]
@@ -167,7 +176,8 @@ def make_selfplay(
         window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), sp_state.tail, chunk)
         results = game_results(window.done, window.winner)  # [L + T, B]
         known = results != _UNKNOWN
-        trained = ~randomised(window.done, window.random)
+        tainted = randomised(window.done, window.random)  # result reflects a random move
+        trained = jnp.ones_like(tainted) if opening_targets == "search" else ~tainted
         ready = window.valid & known & trained
 
         # The running games' positions are the last num_moves rows of the window.
@@ -179,6 +189,7 @@ def make_selfplay(
         discarded = window.valid & ~known & ~carried
         z = value_targets(results, window.state.current_player)
         value = (1.0 - value_target_q) * z + value_target_q * window.search_value
+        value = jnp.where(tainted, window.search_value, value)  # only kept with "search"
 
         flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
         positions = replay.Positions(

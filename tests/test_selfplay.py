@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from c4jax import env, search, selfplay
 
@@ -119,3 +120,31 @@ def test_random_openings_are_played_and_never_trained_on():
     finished = sum(m["games_finished"] for _, _, m in out)
     assert 0 < trained < 8 * 6 * 16
     assert finished > 0
+
+
+def test_opening_targets_search_trains_on_the_random_prefixes_with_the_search_targets():
+    # The same games (same keys) with the random prefixes dropped, then kept.
+    _, dropped = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3)
+    _, kept = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3,
+                   opening_targets="search")
+    extra = 0
+    for (p_drop, v_drop, _), (p_keep, v_keep, m_keep) in zip(dropped, kept, strict=True):
+        assert (v_drop <= v_keep).all()  # every position trained on before still is
+        assert m_keep["positions_added"] == v_keep.sum()
+        player = np.asarray(p_keep.state.current_player)
+        value = np.asarray(p_keep.value)
+        new = v_keep & ~v_drop
+        extra += new.sum()
+        # the prefixes: value target = the scripted search value (+0.5 / -0.5)
+        np.testing.assert_allclose(value[new], np.where(player[new] == 0, 0.5, -0.5))
+        # and the search policy as the policy target (the scripted one-hot move)
+        policy = np.asarray(p_keep.policy)[new]
+        np.testing.assert_allclose(policy.sum(-1), 1.0)
+        # the others keep the game result
+        np.testing.assert_allclose(value[v_drop], np.asarray(p_drop.value)[v_drop])
+    assert extra > 0
+
+
+def test_opening_targets_must_be_drop_or_search():
+    with pytest.raises(ValueError, match="opening_targets"):
+        selfplay.make_selfplay(_scripted, num_steps=2, opening_targets="keep")
