@@ -1,0 +1,173 @@
+"""The network's achieved GFLOP/s beside this machine's matmul rate.
+
+For each batch size B the benchmark times, alternating and after a warm-up:
+
+* **forward**: the inference pass self-play runs (``network.make_apply_fn``);
+* **train**: the gradient of the training loss (BatchNorm in training mode,
+  policy cross-entropy + value MSE), what one SGD step spends on the network;
+* **im2col matmul**: one ``[B x 42, 9C] x [9C, C]`` float32 product, the
+  arithmetic of one 3x3 convolution written as a single matmul;
+* **2048^3 matmul**: a large square product, near the machine's peak.
+
+FLOPs are XLA's own count for the compiled program (``cost_analysis``; for a
+3x3 'SAME' convolution it leaves out the taps that fall on the padding, about
+a sixth on a 6x7 board), so GFLOP/s is the arithmetic the program must do per
+second. Every call ends in ``jax.block_until_ready``; the median of
+``--repeats`` counts. The distance between the network's rate and the matmul
+rates is what a faster convolution could win (issue: a network near the
+machine's matmul rate).
+
+Usage::
+
+    JAX_PLATFORMS=cpu python -m bench.bench_network                  # cpu preset's 3x32
+    JAX_PLATFORMS=cpu python -m bench.bench_network --config strong  # 5x48
+    python -m bench.bench_network --config tiny --batches 8 --repeats 1 --out /tmp/n.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def flops_of(jitted, *args) -> float:
+    """XLA's FLOP count of ``jitted(*args)`` once compiled."""
+    analysis = jitted.lower(*args).compile().cost_analysis()
+    if isinstance(analysis, list):  # older jax: one dict per computation
+        analysis = analysis[0]
+    return float(analysis["flops"])
+
+
+def make_cases(network_config, batch: int, seed: int = 0) -> dict:
+    """``name -> (jitted function, args)`` of the four timed programs at batch ``batch``."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from c4jax import network
+
+    net = network.make_network(network_config)
+    variables = network.init_variables(net, jax.random.key(seed))
+    keys = jax.random.split(jax.random.key(seed + 1), 4)
+    obs = (jax.random.uniform(keys[0], (batch, 6, 7, 2)) < 0.3).astype(jnp.float32)
+    policy = jax.nn.softmax(jax.random.normal(keys[1], (batch, 7)))
+    value = jax.random.uniform(keys[2], (batch,), minval=-1, maxval=1)
+
+    def loss(params, batch_stats):
+        (logits, v), updates = net.apply(
+            {"params": params, "batch_stats": batch_stats}, obs, train=True,
+            mutable=["batch_stats"],
+        )
+        total = optax.softmax_cross_entropy(logits, policy).mean() + jnp.mean((v - value) ** 2)
+        return total, updates
+
+    c = network_config.channels
+    a = jax.random.normal(keys[3], (batch * 42, 9 * c))
+    b = jax.random.normal(keys[3], (9 * c, c))
+    big = jax.random.normal(keys[3], (2048, 2048))
+    matmul = jax.jit(lambda x, y: x @ y)
+    return {
+        "forward": (jax.jit(network.make_apply_fn(net)), (variables, obs)),
+        "train": (jax.jit(jax.grad(loss, has_aux=True)),
+                  (variables["params"], variables["batch_stats"])),
+        "im2col_matmul": (matmul, (a, b)),
+        "matmul_2048": (matmul, (big, big)),
+    }
+
+
+def time_cases(cases: dict, repeats: int) -> dict:
+    """Median seconds of each case over ``repeats`` rounds that alternate the cases
+    (the order reversed every other round), after one untimed call of each."""
+    import jax
+
+    for fn, args in cases.values():
+        jax.block_until_ready(fn(*args))
+    times = {name: [] for name in cases}
+    names = list(cases)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            fn, args = cases[name]
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def measure(network_config, batch: int, repeats: int) -> dict:
+    """One row: seconds, XLA FLOPs and GFLOP/s of each case at batch ``batch``."""
+    cases = make_cases(network_config, batch)
+    seconds = time_cases(cases, repeats)
+    row = {"batch": batch}
+    for name, (fn, args) in cases.items():
+        flops = flops_of(fn, *args)
+        row[name] = {"seconds": seconds[name], "flops": flops,
+                     "gflops_per_s": flops / seconds[name] / 1e9}
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown table of ``measure`` rows."""
+    lines = ["| B | forward ms | forward GFLOP/s | train ms | train GFLOP/s "
+             "| im2col matmul GFLOP/s | 2048^3 matmul GFLOP/s | forward / im2col |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        f, t, m, big = r["forward"], r["train"], r["im2col_matmul"], r["matmul_2048"]
+        lines.append(
+            f"| {r['batch']} | {f['seconds'] * 1e3:.1f} | {f['gflops_per_s']:.1f} "
+            f"| {t['seconds'] * 1e3:.1f} | {t['gflops_per_s']:.1f} | {m['gflops_per_s']:.1f} "
+            f"| {big['gflops_per_s']:.1f} | {f['gflops_per_s'] / m['gflops_per_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="cpu", help="preset or JSON path whose network is timed")
+    p.add_argument("--batches", default="256,1024,4096", help="batch sizes, comma-separated")
+    p.add_argument("--repeats", type=int, default=9, help="timed rounds (median counts)")
+    p.add_argument("--out", type=Path, default=RESULTS_DIR / "network_cpu.json")
+    args = p.parse_args(argv)
+    try:
+        args.batch_sizes = [int(b) for b in args.batches.split(",")]
+    except ValueError:
+        p.error(f"--batches: comma-separated integers expected, got {args.batches!r}")
+    if min(args.batch_sizes) < 1:
+        p.error("--batches: sizes must be >= 1")
+    if args.repeats < 1:
+        p.error("--repeats: must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import jax
+
+    from c4jax import config as config_lib
+
+    network_config = config_lib.load(args.config).network
+    rows = []
+    for batch in args.batch_sizes:
+        print(f"B = {batch} ...", flush=True)
+        rows.append(measure(network_config, batch, args.repeats))
+    print(table(rows))
+    meta = {"config": args.config, "network": dataclasses.asdict(network_config),
+            "repeats": args.repeats,
+        "backend": jax.default_backend(), "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
