@@ -27,10 +27,11 @@ SOLVER_SETS = ("L1_R1", "L1_R2", "L1_R3", "L2_R1", "L2_R2", "L3_R1")
 class ModelConfig:
     """The Q-function ``Q(s, .) -> [A]``, from the side of the player to move."""
 
-    kind: Literal["mlp", "linear"] = "mlp"
+    kind: Literal["mlp", "linear", "linear_plus"] = "mlp"
     """mlp: the 42 cells (+1 own, -1 opponent, 0 empty) through ReLU layers
     ("Yoda"); linear: one matrix product against the 42 cells and the 69
-    alignment sums ("Grogu")."""
+    alignment sums ("Grogu"); linear_plus: one matrix product against those and
+    42 threat features of each column's playable cell ("Grogu+")."""
     hidden: str = "180,180,180"
     """mlp: comma-separated hidden layer widths."""
 
@@ -135,7 +136,10 @@ def validate(config: DQNConfig) -> DQNConfig:
             value = getattr(getattr(config, section), f.name)
             check(not isinstance(value, float) or math.isfinite(value),
                   f"{section}.{f.name}", "a finite number", value)
-    check(m.kind in ("mlp", "linear"), "model.kind", "mlp, linear", m.kind)
+    check(
+        m.kind in ("mlp", "linear", "linear_plus"), "model.kind", "mlp, linear, linear_plus",
+        m.kind,
+    )
     hidden_sizes(m)
     for name, value in [
         ("train.num_iterations", t.num_iterations),
