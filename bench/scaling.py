@@ -16,12 +16,12 @@ each ending in ``jax.block_until_ready``. Rows:
 
 Throughput is self-play positions per second, ``B x T / iteration seconds``
 (the ``positions_per_second`` of ``metrics.jsonl``); every iteration also
-takes its K SGD steps. Efficiency compares with one device: weak,
-``rate(n) / (n x rate(1))`` (what n real devices would give ideally); strong,
-``rate(n) / rate(1)`` at the same total work. Forced CPU devices share the
-machine's cores, so on a 2-core machine no row can be faster than the cores
-allow: read the efficiencies as the cost of partitioning (collectives, smaller
-per-device work), not as a speed-up.
+takes its K SGD steps. Efficiency is the usual ``rate(n) / (n x rate(1))``
+against the one-device row of the same kind: what n real devices would give
+ideally, n times the positions per second. Forced CPU devices share the
+machine's cores, so on a 2-core machine no row can be more than about twice as
+fast as one core: beyond 2 devices the efficiencies measure the cost of
+partitioning (collectives, smaller per-device work), not a speed-up.
 
 Usage::
 
@@ -73,10 +73,9 @@ def plan(
     return rows
 
 
-def efficiency(kind: str, rate: float, devices: int, base_rate: float) -> float:
-    """Rate relative to ideal scaling from the one-device rate ``base_rate``."""
-    ideal = base_rate * devices if kind == "weak" else base_rate
-    return rate / ideal
+def efficiency(rate: float, devices: int, base_rate: float) -> float:
+    """Rate relative to ideal scaling, ``devices`` times the one-device ``base_rate``."""
+    return rate / (base_rate * devices)
 
 
 # -- the worker: one process of one row ------------------------------------------
@@ -251,14 +250,14 @@ def plot(results: list[dict], path: Path) -> None:
         ax.plot(n, [r["positions_per_second"] for r in rows], "o-", color=color,
                 label=f"{kind} (one process)")
         base = rows[0]["base_rate"]
-        ideal = [base * k for k in n] if kind == "weak" else [base] * len(n)
-        ax.plot(n, ideal, ":", color=color, label=f"{kind}, ideal on real devices"
-                if kind == "weak" else f"{kind}, ideal on shared cores")
+        ax.plot(n, [base * k for k in n], ":", color=color, label=f"{kind}, ideal (n x 1 device)")
         for r in results:
             if r["kind"] == kind and r["processes"] > 1:
                 ax.plot([r["total_devices"]], [r["positions_per_second"]], "s", color=color,
                         markerfacecolor="none", markersize=9, label=f"{kind}, 2 processes")
+    ax.axvline(os.cpu_count() or 1, color="grey", lw=0.8, ls="--", label="CPU cores")
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
     ax.set_xlabel("devices (forced CPU devices; all share the same cores)")
     ax.set_ylabel("self-play positions / s (fused iteration)")
     ax.set_title("Scaling of the fused iteration on this CPU")
@@ -284,8 +283,7 @@ def finish(rows: list[Row], measured: list[dict]) -> list[dict]:
         for r in results:
             if r["kind"] == kind:
                 r["base_rate"] = base
-                r["efficiency"] = efficiency(kind, r["positions_per_second"], r["total_devices"],
-                                             base)
+                r["efficiency"] = efficiency(r["positions_per_second"], r["total_devices"], base)
     return results
 
 
