@@ -74,3 +74,16 @@ def browser():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture
+def usage_error(capsys):
+    """``usage_error(parse_args, argv) -> stderr``: argparse must exit 2 on ``argv``."""
+
+    def check(parse_args, argv) -> str:
+        with pytest.raises(SystemExit) as exit_info:
+            parse_args(argv)
+        assert exit_info.value.code == 2
+        return capsys.readouterr().err
+
+    return check

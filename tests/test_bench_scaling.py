@@ -46,11 +46,8 @@ def test_finish_and_table_report_each_row_against_its_own_one_device_rate():
     (["--devices", "1,3", "--global-batch", "256"], "does not divide"),
     (["--repeats", "0"], "--repeats"),
 ])
-def test_bad_arguments_are_rejected_naming_the_flag(argv, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        scaling.parse_args(argv)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+def test_bad_arguments_are_rejected_naming_the_flag(argv, message, usage_error):
+    assert message in usage_error(scaling.parse_args, argv)
 
 
 def test_measure_times_iterations_after_the_compiling_one():

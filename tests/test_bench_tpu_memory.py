@@ -42,8 +42,5 @@ def test_the_report_compiles_the_step_and_judges_against_the_budget():
     (["--device-gb", "0"], "--device-gb"),
     (["--budget", "1.5"], "--budget"),
 ])
-def test_bad_arguments_are_rejected_naming_the_flag(argv, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        tpu_memory.parse_args(argv)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+def test_bad_arguments_are_rejected_naming_the_flag(argv, message, usage_error):
+    assert message in usage_error(tpu_memory.parse_args, argv)
