@@ -43,7 +43,7 @@ def test_bad_values_and_directories_are_one_error_line(tmp_path, capsys, tiny_dq
         (["--config", "tiny", "--train.gamma", "2"], "train.gamma"),
         (["--config", "tiny", "--model.hidden", "64,x"], "model.hidden"),
         (["--config", "tiny", "--train.opponent-random", "-1"], "train.opponent_random"),
-        (["--config", "nosuch"], "presets: ddqn, grogu, qlearning, tiny"),
+        (["--config", "nosuch"], "presets: ddqn, grogu, grogu_plus, qlearning, tiny"),
         (["--workdir", str(tiny_dqn_run), "--train.num-envs", "32"], "train.num_envs"),
     ]
     for argv, needle in cases:
