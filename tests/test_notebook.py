@@ -1,6 +1,8 @@
 """notebooks/colab_tpu.ipynb runs from top to bottom: executed with nbclient on the CPU,
 its parameters cell replaced by the ``tiny`` preset's (as CI runs it)."""
 
+import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -10,13 +12,20 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "colab_tpu.ipynb"
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "colab_tpu.ipynb"
+KERNEL = "c4jax-notebook-test"
 
 
 def _parameters_cell(nb) -> int:
     tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
     return tagged[0]
+
+
+def _install_cell(nb):
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "def find_checkout" in c.source]
+    return cell
 
 
 def _outputs(cell) -> str:
@@ -34,24 +43,48 @@ def _outputs(cell) -> str:
 def test_the_parameters_cell_sets_every_name_the_ci_run_replaces():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     source = nb.cells[_parameters_cell(nb)].source
-    for name in ("INSTALL", "REQUIRE_TPU", "PRESET", "ITERATIONS", "WORKDIR", "EVAL_SIMS",
-                 "EVAL_GAMES", "SOLVER_POSITIONS", "INTERACTIVE", "DOWNLOAD"):
+    for name in ("REPO_URL", "INSTALL", "REQUIRE_TPU", "PRESET", "ITERATIONS", "WORKDIR",
+                 "EVAL_SIMS", "EVAL_GAMES", "OPPONENTS", "SOLVER_POSITIONS", "INTERACTIVE",
+                 "DOWNLOAD"):
         assert f"\n{name} = " in "\n" + source, name
     assert 'PRESET = "tpu"' in source and "REQUIRE_TPU = True" in source
+    assert nb.metadata["accelerator"] == "TPU"  # Colab opens it on a TPU runtime
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory):
+    """A kernel spec that runs this interpreter (never a system Python) on the CPU.
+
+    Found through ``JUPYTER_PATH`` under a name of its own, so that no user- or
+    system-wide ``python3`` kernel spec can stand in for it.
+    """
+    root = tmp_path_factory.mktemp("jupyter")
+    spec = root / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "c4jax tests (this interpreter)",
+        "language": "python",
+        "env": {"JAX_PLATFORMS": "cpu"},
+    }))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_PATH", str(root) + os.pathsep + os.environ.get("JUPYTER_PATH", ""))
+        yield root
 
 
 def _execute(nb, cwd: Path):
     client = NotebookClient(
-        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+        nb, timeout=900, kernel_name=KERNEL, resources={"metadata": {"path": str(cwd)}}
     )
     return client.execute()
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
+def executed(kernel_dir, tmp_path_factory):
     cwd = tmp_path_factory.mktemp("notebook")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nb.cells[_parameters_cell(nb)].source = "\n".join([
+        'REPO_URL = ""',
         "INSTALL = False",
         "REQUIRE_TPU = False",
         'PRESET = "tiny"',
@@ -59,19 +92,24 @@ def executed(tmp_path_factory):
         'WORKDIR = "runs/ci"',
         "EVAL_SIMS = 4",
         "EVAL_GAMES = 8",
+        'OPPONENTS = ["random", "lookahead", "mcts-8"]',
         "SOLVER_POSITIONS = 20",
         "INTERACTIVE = False",
         "DOWNLOAD = True",
-        'REPO_URL = ""',
     ])
-    nb.cells.insert(0, nbformat.v4.new_code_cell("import sys; print(sys.executable)"))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        "import sys, c4jax; print(sys.executable); print(c4jax.__file__)"))
     _execute(nb, cwd)
     return nb, cwd
 
 
-def test_the_notebook_runs_on_the_kernel_of_this_interpreter(executed):
+def test_the_notebook_runs_this_interpreter_and_the_code_under_test(executed):
+    import c4jax
+
     nb, _ = executed
-    assert _outputs(nb.cells[0]).strip() == sys.executable
+    executable, package = _outputs(nb.cells[0]).split()
+    assert executable == sys.executable
+    assert Path(package).resolve() == Path(c4jax.__file__).resolve()
 
 
 def test_on_a_cpu_it_warns_loudly_and_goes_on(executed):
@@ -84,19 +122,23 @@ def test_on_a_cpu_it_warns_loudly_and_goes_on(executed):
 def test_it_trains_evaluates_plays_and_zips_the_run(executed):
     nb, cwd = executed
     text = "".join(_outputs(c) for c in nb.cells)
+    assert "c4jax is installed:" in text  # the install cell did nothing
     run = cwd / "runs" / "ci"
     assert (run / "config.json").exists() and any((run / "checkpoints").iterdir())
     assert "done: iteration 2 in runs/ci" in text
-    for opponent in ("random", "lookahead"):
+    for opponent in ("random", "lookahead", "mcts-8"):
         assert re.search(rf"runs/ci(:2)?@4  vs  {opponent}: 8 games", text), opponent
+        assert re.search(rf"\| {opponent} \| 8 \| \d \| \d \| \d \| [0-9.]+ \([0-9.]+-[0-9.]+\) \|",
+                         text), opponent  # the summary table
     assert re.search(r"\| runs/ci(:2)?@4 \| [0-9.]+ / [0-9.]+ \|", text)  # the solver table
     assert re.search(r"moves: [1-7]+ -> (x \(your agent\) wins|o \(the shipped agent\) wins"
                      r"|a draw)", text)
-    assert (cwd / "ci.zip").stat().st_size > 1000
+    assert "INTERACTIVE is False" in text
+    assert "run directory zipped: " in text and (cwd / "ci.zip").stat().st_size > 1000
     assert "not in Colab: view the curves with  tensorboard --logdir runs/ci/tb" in text
 
 
-def test_without_a_tpu_and_require_tpu_it_stops_with_the_fix(tmp_path):
+def test_without_a_tpu_and_require_tpu_it_stops_with_the_fix(kernel_dir, tmp_path):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     i = _parameters_cell(nb)
     nb.cells[i].source = "INSTALL = False\nREQUIRE_TPU = True"
@@ -104,3 +146,24 @@ def test_without_a_tpu_and_require_tpu_it_stops_with_the_fix(tmp_path):
     nb.cells = nb.cells[: i + 1] + check
     with pytest.raises(CellExecutionError, match="NO TPU"):
         _execute(nb, tmp_path)
+
+
+def _run_install_cell(monkeypatch, cwd: Path, **params) -> dict:
+    """The install cell's namespace after running it in this process (c4jax is installed)."""
+    monkeypatch.chdir(cwd)
+    namespace = {"INSTALL": False, "REPO_URL": "", **params}
+    exec(_install_cell(nbformat.read(NOTEBOOK, as_version=4)).source, namespace)
+    return namespace
+
+
+def test_the_install_cell_finds_a_checkout_here_above_or_cloned_below(monkeypatch, tmp_path):
+    find = _run_install_cell(monkeypatch, tmp_path)["find_checkout"]
+    assert find() is None  # nothing here: the cell would clone REPO_URL or stop
+    monkeypatch.chdir(ROOT / "notebooks")  # the notebook opened inside the repository
+    assert find() == ROOT
+    clone = tmp_path / "c4jax"  # what `!git clone URL` leaves in Colab's /content
+    clone.mkdir()
+    (clone / "pyproject.toml").write_text('[project]\nname = "c4jax"\n')
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert find() == clone
