@@ -34,7 +34,7 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from c4jax import checkpoints, cli
+from c4jax import checkpoints, cli, xla_flags
 from c4jax.judge import arena, elo, perfect, registry, solver
 
 DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
@@ -373,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status (2 for bad input)."""
+    xla_flags.enable_fast_cpu()  # before the first device query
     parser = build_parser()
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()

@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
-from c4jax import cli, interrupt
+from c4jax import cli, interrupt, xla_flags
 from c4jax.position import MARKS, NUM_COLS, NUM_ROWS, Position
 
 COLUMN_LINE = "  ".join("1234567")
@@ -315,6 +315,7 @@ def _load_player(run_dir: str | None, sims: int | None, step: int | None):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: loads the agent and plays games until the human stops."""
+    xla_flags.enable_fast_cpu()  # before the first device query
     parser = argparse.ArgumentParser(
         prog="python -m c4jax.play",
         description="Play Connect Four against a trained agent in the terminal.",

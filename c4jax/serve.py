@@ -17,7 +17,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from c4jax import cli, interrupt
+from c4jax import cli, interrupt, xla_flags
 
 
 def port_free(host: str, port: int) -> bool:
@@ -38,6 +38,7 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
     (``interrupt.exit_on_interrupt``'s return value), so that uvicorn's own Ctrl-C
     handling shuts the server down; that ends in exit code 130 too.
     """
+    xla_flags.enable_fast_cpu()  # before the first device query
     parser = argparse.ArgumentParser(
         prog="python -m c4jax.serve",
         description="Serve a Connect Four web page to play against a trained agent.",

@@ -45,7 +45,17 @@ from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, cli, distributed, interrupt, rundir, runlog, runloop, trainer
+from c4jax import (
+    checkpoints,
+    cli,
+    distributed,
+    interrupt,
+    rundir,
+    runlog,
+    runloop,
+    trainer,
+    xla_flags,
+)
 from c4jax import config as config_lib
 from c4jax.config import Config
 from c4jax.judge import agents, periodic
@@ -209,9 +219,10 @@ def default_preset() -> str:
 
 
 # Measured seconds per iteration of the presets on the 2-core CPU VM (after
-# compiling, evaluation included), for the expected time printed at start-up.
-_CPU_SECONDS_PER_ITERATION = {"cpu": 9.0, "tiny": 0.3}
-_CPU_COMPILE_SECONDS = {"cpu": 120.0, "tiny": 20.0}
+# compiling, evaluation included), for the expected time printed at start-up:
+# (XLA's default CPU code paths, with xla_flags.enable_fast_cpu's YNNPACK fusion).
+_CPU_SECONDS_PER_ITERATION = {"cpu": (9.0, 4.8), "tiny": (0.3, 0.3)}
+_CPU_COMPILE_SECONDS = {"cpu": (120.0, 75.0), "tiny": (20.0, 20.0)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,15 +304,18 @@ def expected_time(config: Config, preset: str | None, iterations: int) -> str:
     )
     if same(config) != same(reference):
         return "expected time: shown once the first iterations have run"
-    seconds = _CPU_COMPILE_SECONDS[preset] + iterations * _CPU_SECONDS_PER_ITERATION[preset]
+    fast = int(xla_flags.fast_cpu_on())
+    compile_s = _CPU_COMPILE_SECONDS[preset][fast]
+    seconds = compile_s + iterations * _CPU_SECONDS_PER_ITERATION[preset][fast]
     return (
         f"expected time: about {runlog.format_duration(seconds)} on a 2-core CPU "
-        f"(compiling first: about {runlog.format_duration(_CPU_COMPILE_SECONDS[preset])})"
+        f"(compiling first: about {runlog.format_duration(compile_s)})"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    xla_flags.enable_fast_cpu()  # before the first device query
     try:
         cluster, _ = distributed.parse_flags(argv)
         early = cluster is not None or "--distributed" in argv
@@ -334,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         f"run directory {workdir} (configuration in {workdir / 'config.json'})"
     )
     say(expected_time(config, call.preset, config.train.num_iterations))
+    if jax.default_backend() == "cpu":
+        say(xla_flags.describe())
     try:
         summary = train_and_evaluate(config, workdir, progress=call.progress)
     except (ValueError, NonFiniteError, jax.errors.JaxRuntimeError) as err:

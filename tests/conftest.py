@@ -10,7 +10,7 @@ import jax
 import pytest
 
 from c4jax import config as config_lib
-from c4jax import train
+from c4jax import train, xla_flags
 
 # Compiling dominates this suite's time on a CPU, and many tests compile the same
 # programs (every Trainer re-jits the tiny preset's step). A persistent cache,
@@ -26,6 +26,9 @@ os.environ.setdefault("JAX_THREEFRY_PARTITIONABLE", "false")
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_threefry_partitionable", False)
+# The code path the command lines use (YNNPACK fusion on XLA:CPU, where this jaxlib
+# has it): set before any test starts JAX's backend, inherited by the subprocesses.
+xla_flags.enable_fast_cpu()
 
 
 @pytest.fixture(scope="session")

@@ -174,6 +174,7 @@ def test_two_device_run_from_the_command_line(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "iterations on 2 x cpu" in out.stdout
+    assert "YNNPACK fusion on" in out.stdout  # added to the XLA_FLAGS the user gave
     assert (tmp_path / "checkpoints" / "2").exists()
     # Checkpoints keep the replay buffer in an order of no device count: one device goes on.
     resumed = _cli("--workdir", str(tmp_path), "--train.num-iterations", "3")
@@ -346,3 +347,15 @@ def test_a_damaged_newest_checkpoint_is_set_aside_with_a_warning(tmp_path):
     assert f"resuming {tmp_path} from iteration 2 of 4" in out.stdout
     assert (tmp_path / "damaged-checkpoints" / "3" / "state").is_dir()  # kept, not deleted
     assert _logged_steps(tmp_path) == [1, 2, 3, 4]
+
+
+def test_the_expected_time_follows_the_cpu_code_path(monkeypatch):
+    cpu = config_lib.load("cpu")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot,eltwise")
+    fast = train.expected_time(cpu, "cpu", 100)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    slow = train.expected_time(cpu, "cpu", 100)
+    assert fast == "expected time: about 9 min on a 2-core CPU (compiling first: about 75 s)"
+    assert slow == "expected time: about 17 min on a 2-core CPU (compiling first: about 2 min)"
+    changed = dataclasses.replace(cpu, search=dataclasses.replace(cpu.search, num_simulations=32))
+    assert "shown once the first iterations have run" in train.expected_time(changed, "cpu", 100)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, cli, interrupt, rundir, runlog, runloop
+from c4jax import checkpoints, cli, interrupt, rundir, runlog, runloop, xla_flags
 from c4jax import config as config_lib
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import trainer as dqn_trainer
@@ -182,6 +182,7 @@ def parse_args(argv: list[str]) -> tuple[DQNConfig, Path, runlog.Mode, bool, str
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    xla_flags.enable_fast_cpu()  # before the first device query
     try:
         config, workdir, mode, print_config, source = parse_args(argv)
         dqn_config.validate(config)
