@@ -34,9 +34,18 @@ timing, "network alone", runs a chunk's T x (sims + 1) forward passes and
 nothing else; ``--stub-network`` swaps the network in self-play for a
 near-free function of the observation, leaving env + tree + observation.
 
+``--xla-paths as-shipped`` compares the two as their users run them: each
+pipeline in a process of its own, c4jax with the XLA:CPU YNNPACK fusion its
+command lines turn on (``c4jax.xla_flags``), the reference with XLA's default
+code paths, as a pgx example runs. XLA reads its flags once per process, so
+the parent starts one worker per pipeline and asks them in turn for one timed
+call at a time (the idle one waits on its stdin): the same alternation, the
+same medians and paired ratios.
+
 Usage::
 
     JAX_PLATFORMS=cpu python -m bench.bench_train              # cpu preset: 3x32, 16 sims
+    JAX_PLATFORMS=cpu python -m bench.bench_train --xla-paths as-shipped --repeats 9
     python -m bench.bench_train --blocks 1 --channels 8 --sims 2 --batch 8 --steps 2 \\
         --repeats 1 --out /tmp/smoke.json                      # smoke run
 """
@@ -48,6 +57,7 @@ import dataclasses
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -402,6 +412,46 @@ def _timed(fn: Callable, *args) -> tuple[Any, float, float]:
     return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def _setup(config, stub_network: bool, only: str | None = None):
+    """``(run, init_key, play_root, variables, pipelines)``: both pipelines, or ``only`` one.
+
+    The same keys in every process, so that two workers start from the same network.
+    """
+    from c4jax import trainer
+
+    run = trainer.Trainer(config)
+    init_key, ref_key, play_root = jax.random.split(jax.random.key(config.seed), 3)
+    state = run.init(init_key)
+    variables = _copy(run.variables(state))  # frozen network for self-play
+    apply_fn = stub_apply if stub_network else run.apply_fn
+    pipelines = []
+    if only in (None, "c4jax"):
+        pipelines.append(c4jax_pipeline(run, state, apply_fn))
+    if only in (None, "reference"):
+        pipelines.append(reference_pipeline(run, ref_key, _copy(state.learner), apply_fn))
+    return run, init_key, play_root, variables, pipelines
+
+
+def _play(p: Pipeline, variables, key) -> tuple[float, float, int]:
+    """One timed self-play chunk: ``(wall s, CPU s, positions given targets)``."""
+    (p.carry, found), wall, cpu = _timed(p.play, variables, key, p.carry)
+    return wall, cpu, int(found)
+
+
+def _learn(p: Pipeline, key) -> tuple[float, float]:
+    """One timed SGD call: ``(wall s, CPU s)``."""
+    (p.learner_state, _), wall, cpu = _timed(p.learn, p.learner_state, p.carry[1], key)
+    return wall, cpu
+
+
+def _warm_up(p: Pipeline, variables, play_root) -> dict[str, float]:
+    """Compiles, then one more chunk so that the buffer holds data; the compile times."""
+    compile_s = {f"{p.name} self-play": _play(p, variables, jax.random.fold_in(play_root, 0))[0]}
+    _play(p, variables, jax.random.fold_in(play_root, 1))
+    compile_s[f"{p.name} sgd"] = _learn(p, jax.random.fold_in(play_root, 2))[0]
+    return compile_s
+
+
 def benchmark(
     config, repeats: int, with_iteration: bool, stub_network: bool = False
 ) -> dict[str, Any]:
@@ -421,15 +471,8 @@ def benchmark(
     """
     from c4jax import trainer
 
-    run = trainer.Trainer(config)
-    init_key, ref_key, play_root = jax.random.split(jax.random.key(config.seed), 3)
-    state = run.init(init_key)
-    variables = _copy(run.variables(state))  # frozen network for self-play
+    run, init_key, play_root, variables, pipelines = _setup(config, stub_network)
     apply_fn = stub_apply if stub_network else run.apply_fn
-    pipelines = [
-        c4jax_pipeline(run, state, apply_fn),
-        reference_pipeline(run, ref_key, _copy(state.learner), apply_fn),
-    ]
     floor = make_network_floor(run, apply_fn)
     floor_obs = jnp.zeros((config.train.selfplay_batch, 6, 7, 2), jnp.float32)
     iteration = lambda s, k: run.iteration(s, k)[0]  # noqa: E731
@@ -440,24 +483,16 @@ def benchmark(
     cpu_times: dict[str, list[float]] = {}
 
     def play(p: Pipeline, key) -> tuple[float, float]:
-        (p.carry, found), wall, cpu = _timed(p.play, variables, key, p.carry)
-        targets[p.name].append(int(found))
-        return wall, cpu
-
-    def learn(p: Pipeline, key) -> tuple[float, float]:
-        (p.learner_state, _), wall, cpu = _timed(p.learn, p.learner_state, p.carry[1], key)
+        wall, cpu, found = _play(p, variables, key)
+        targets[p.name].append(found)
         return wall, cpu
 
     def record(label: str, took: tuple[float, float]) -> None:
         times.setdefault(label, []).append(took[0])
         cpu_times.setdefault(label, []).append(took[1])
 
-    # Warm-up: compile, then one more chunk each so that the buffers hold data.
     for p in pipelines:
-        compile_s[f"{p.name} self-play"] = play(p, jax.random.fold_in(play_root, 0))[0]
-        play(p, jax.random.fold_in(play_root, 1))
-        compile_s[f"{p.name} sgd"] = learn(p, jax.random.fold_in(play_root, 2))[0]
-        targets[p.name].clear()
+        compile_s.update(_warm_up(p, variables, play_root))
     compile_s["network floor"] = _timed(floor, variables, floor_obs)[1]
     iteration_state = None
     if with_iteration:
@@ -471,7 +506,7 @@ def benchmark(
         for p in order:
             record(f"{p.name} self-play", play(p, key))
         for p in order:
-            record(f"{p.name} sgd", learn(p, key))
+            record(f"{p.name} sgd", _learn(p, key))
         if iteration_state is not None:
             iteration_state, *took = _timed(
                 iteration, iteration_state, trainer.iteration_key(0, r + 1)
@@ -484,6 +519,122 @@ def benchmark(
         "positions_with_targets": targets,
         "node_bytes": {p.name: p.node_bytes for p in pipelines},
         "compile_s": compile_s,
+    }
+
+
+# --------------------------------------------------------------------------
+# One process per pipeline (--xla-paths as-shipped)
+
+_MARK = "@bench_train "  # prefixes a worker's result lines (anything else on stdout is not)
+
+
+def pipeline_env(name: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """A worker's environment: XLA's code paths as each pipeline's users run them.
+
+    c4jax: the YNNPACK fusion its command lines add (``c4jax.xla_flags``), where this
+    jaxlib defines the flag; the reference: XLA's defaults (any YNNPACK setting removed).
+    Other XLA flags are kept.
+    """
+    from c4jax import xla_flags
+
+    env = dict(os.environ if environ is None else environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if xla_flags.YNN_FLAG_NAME not in f]
+    if name == "c4jax" and xla_flags.jaxlib_knows(xla_flags.YNN_FLAG_NAME):
+        flags.append(xla_flags.YNN_FLAG)
+    env["XLA_FLAGS"] = " ".join(flags)
+    env[xla_flags.OPT_OUT] = "1" if name == "c4jax" else "0"
+    return env
+
+
+def _say(record: dict[str, Any]) -> None:
+    print(_MARK + json.dumps(record), flush=True)
+
+
+def serve_worker(config, name: str, stub_network: bool) -> None:
+    """Times one pipeline on request: compiles, says so, then answers ``play R`` and
+    ``learn R`` lines on stdin with one result line each, until stdin closes."""
+    _, _, play_root, variables, (p,) = _setup(config, stub_network, only=name)
+    compile_s = _warm_up(p, variables, play_root)
+    _say({"compile_s": compile_s, "node_bytes": p.node_bytes,
+          "xla_flags": os.environ.get("XLA_FLAGS", "")})
+    for line in sys.stdin:
+        command, repeat = line.split()
+        key = jax.random.fold_in(play_root, 100 + int(repeat))
+        if command == "play":
+            wall, cpu, found = _play(p, variables, key)
+            _say({"wall": wall, "cpu": cpu, "found": found})
+        else:
+            wall, cpu = _learn(p, key)
+            _say({"wall": wall, "cpu": cpu})
+
+
+class _Worker:
+    """A ``serve_worker`` process for one pipeline."""
+
+    def __init__(self, name: str, argv: list[str]):
+        self.name = name
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.bench_train", *argv, "--worker", name],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env=pipeline_env(name), cwd=Path(__file__).resolve().parent.parent,
+        )
+
+    def read(self) -> dict[str, Any]:
+        for line in self.proc.stdout:
+            if line.startswith(_MARK):
+                return json.loads(line[len(_MARK):])
+        raise RuntimeError(f"the {self.name} worker stopped (exit status {self.proc.wait()})")
+
+    def ask(self, command: str, repeat: int) -> dict[str, Any]:
+        self.proc.stdin.write(f"{command} {repeat}\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def benchmark_processes(repeats: int, argv: list[str]) -> dict[str, Any]:
+    """``benchmark``'s measurements with each pipeline in a process of its own.
+
+    ``argv``: the benchmark's own arguments, handed to the workers (which build
+    the same configuration from them). The workers compile side by side; then
+    every timed call runs alone, alternating as in ``benchmark``.
+    """
+    workers = [_Worker("c4jax", argv), _Worker("reference", argv)]
+    try:
+        ready = {w.name: w.read() for w in workers}
+        times: dict[str, list[float]] = {}
+        cpu_times: dict[str, list[float]] = {}
+        targets: dict[str, list[int]] = {w.name: [] for w in workers}
+
+        def record(label: str, took: dict[str, Any]) -> None:
+            times.setdefault(label, []).append(took["wall"])
+            cpu_times.setdefault(label, []).append(took["cpu"])
+
+        for r in range(repeats):
+            order = workers if r % 2 == 0 else workers[::-1]
+            for w in order:
+                took = w.ask("play", r)
+                targets[w.name].append(took["found"])
+                record(f"{w.name} self-play", took)
+            for w in order:
+                record(f"{w.name} sgd", w.ask("learn", r))
+    finally:
+        for w in workers:
+            w.close()
+    return {
+        "times": times,
+        "cpu_times": cpu_times,
+        "positions_with_targets": targets,
+        "node_bytes": {name: r["node_bytes"] for name, r in ready.items()},
+        "compile_s": {k: v for r in ready.values() for k, v in r["compile_s"].items()},
+        "xla_flags": {name: r["xla_flags"] for name, r in ready.items()},
     }
 
 
@@ -533,12 +684,13 @@ def summarize(config, measured: dict[str, Any]) -> dict[str, Any]:
             paired[f"{part}_{'wall' if kind == 'times' else 'cpu'}"] = statistics.median(per_repeat)
     ratio["paired_median"] = paired
     summary: dict[str, Any] = {"pipelines": rows, "ratio_c4jax_over_reference": ratio}
-    floor_s = median["network floor"]
-    summary["network_floor"] = {
-        "seconds": floor_s,
-        "positions_per_s": positions / floor_s,
-        "forward_passes": t.selfplay_steps * (config.search.num_simulations + 1),
-    }
+    if "network floor" in median:
+        floor_s = median["network floor"]
+        summary["network_floor"] = {
+            "seconds": floor_s,
+            "positions_per_s": positions / floor_s,
+            "forward_passes": t.selfplay_steps * (config.search.num_simulations + 1),
+        }
     if "c4jax iteration" in median:
         summary["c4jax_fused_iteration_s"] = median["c4jax iteration"]
     return summary
@@ -577,11 +729,12 @@ def print_table(config, summary: dict[str, Any], repeats: int, stub: bool = Fals
         f"   (median of per-repeat ratios; CPU time: {paired['selfplay_cpu']:.2f}, "
         f"{paired['sgd_cpu']:.2f})"
     )
-    floor = summary["network_floor"]
-    print(
-        f"network alone ({floor['forward_passes']} forward passes of B per chunk): "
-        f"{floor['positions_per_s']:.1f} pos/s, {floor['seconds']:.3f} s"
-    )
+    if "network_floor" in summary:
+        floor = summary["network_floor"]
+        print(
+            f"network alone ({floor['forward_passes']} forward passes of B per chunk): "
+            f"{floor['positions_per_s']:.1f} pos/s, {floor['seconds']:.3f} s"
+        )
     if "c4jax_fused_iteration_s" in summary:
         print(
             f"c4jax fused run.iteration: {summary['c4jax_fused_iteration_s']:.3f} s "
@@ -627,22 +780,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also time c4jax's fused run.iteration (one more large compile)",
     )
     parser.add_argument(
+        "--xla-paths",
+        choices=("same", "as-shipped"),
+        default="same",
+        help="same: both pipelines in this process, on its XLA flags; as-shipped: one "
+        "process each, c4jax with the YNNPACK fusion its command lines turn on, the "
+        "reference with XLA's default CPU code paths (as a pgx example runs)",
+    )
+    parser.add_argument("--worker", choices=("c4jax", "reference"), help=argparse.SUPPRESS)
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
-        help="JSON results file (default bench/results/train_<platform>.json)",
+        help="JSON results file (default bench/results/train_<platform>[_as_shipped].json)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.xla_paths == "as-shipped" and (args.iteration or args.stub_network):
+        parser.error("--xla-paths as-shipped times the two pipelines' self-play and SGD; "
+                     "drop --iteration and --stub-network")
+    return args
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the benchmark, prints a table and writes the JSON results."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    info = device_info()
     config = make_config(args)
+    if args.worker:
+        serve_worker(config, args.worker, args.stub_network)
+        return {}
+    info = device_info()
     load_start = os.getloadavg()
     started = time.perf_counter()
-    measured = benchmark(config, args.repeats, args.iteration, args.stub_network)
+    if args.xla_paths == "as-shipped":
+        measured = benchmark_processes(args.repeats, argv)
+        print(f"XLA_FLAGS per pipeline: {measured['xla_flags']}")
+    else:
+        measured = benchmark(config, args.repeats, args.iteration, args.stub_network)
     load_end = os.getloadavg()
     summary = summarize(config, measured)
     print(
@@ -656,8 +830,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {
         "device": info,
         "load_average": {"start": list(load_start), "end": list(load_end)},
-        "command": "python -m bench.bench_train "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m bench.bench_train " + " ".join(argv),
         "date": time.strftime("%Y-%m-%d"),
         "wall_s": time.perf_counter() - started,
         "settings": {
@@ -673,6 +846,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "sgd_scan_unroll": jax.devices()[0].platform == "cpu",
             "repeats": args.repeats,
             "stub_network": args.stub_network,
+            "xla_paths": args.xla_paths,
+            "xla_flags": measured.get("xla_flags", os.environ.get("XLA_FLAGS", "")),
         },
         "definitions": {
             "selfplay_positions_per_s": "B x T searched positions / median self-play chunk "
@@ -691,7 +866,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cpu_times_s": measured["cpu_times"],
         "summary": summary,
     }
-    out = args.out or RESULTS_DIR / f"train_{info['platform']}.json"
+    suffix = "_as_shipped" if args.xla_paths == "as-shipped" else ""
+    out = args.out or RESULTS_DIR / f"train_{info['platform']}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
