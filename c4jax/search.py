@@ -67,6 +67,15 @@ class SearchOutput:
     # where visited, else ``root_value`` (the Q used by ``policy_value``).
     qvalues: jax.Array | None = None
     visit_counts: jax.Array | None = None  # [B, A] int32 root visits per move (0 without search)
+    # The network's evaluation of the position after each root move, as the search
+    # made it when it expanded that child (``evaluate`` of the child position), so
+    # that the next move's root need not run the network again (``selfplay``).
+    child_logits: jax.Array | None = None  # [B, A, A] float32 masked prior logits
+    child_value: jax.Array | None = None  # [B, A] float32 value for the child's mover
+    child_expanded: jax.Array | None = None  # [B, A] bool, the search expanded that child
+
+
+RootEval = tuple[jax.Array, jax.Array]  # (logits [B, A] float32 masked, value [B] float32)
 
 
 SearchFn = Callable[..., SearchOutput]
@@ -162,6 +171,32 @@ def _sample(key: jax.Array, policy: jax.Array, legal: jax.Array) -> jax.Array:
     return jnp.where(jnp.any(usable, axis=-1), sampled, fallback).astype(jnp.int32)
 
 
+def make_evaluate(apply_fn: ApplyFn) -> Callable[[Any, env.State], RootEval]:
+    """``evaluate(variables, state[B]) -> (logits [B, A], value [B])``: the network at a root.
+
+    The logits are masked to the legal moves (``mask_logits``), exactly as
+    ``recurrent_fn`` masks a child's: a root evaluated here and the same position
+    evaluated as a child in the previous search agree to float rounding.
+    """
+
+    def evaluate(variables: Any, state: env.State) -> RootEval:
+        logits, value = apply_fn(variables, env.observe(state))
+        return mask_logits(logits, env.legal_action_mask(state)), value.astype(jnp.float32)
+
+    return evaluate
+
+
+def _children(tree: mctx.Tree) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The stored evaluations of the root's children: logits [B, A, A], value [B, A],
+    expanded [B, A] (where False, the other two are meaningless)."""
+    child = tree.children_index[:, mctx.Tree.ROOT_INDEX]  # [B, A], UNVISITED = -1
+    expanded = child != mctx.Tree.UNVISITED
+    node = jnp.maximum(child, 0)
+    logits = jnp.take_along_axis(tree.children_prior_logits, node[:, :, None], axis=1)
+    value = jnp.take_along_axis(tree.raw_values, node, axis=1)
+    return logits, value, expanded
+
+
 def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
     """Builds the search for self-play and evaluation.
 
@@ -172,29 +207,42 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
             (``gumbel``) or PUCT with root Dirichlet noise (``puct``).
 
     Returns:
-        ``search_fn(variables, key, state, evaluation=False) -> SearchOutput``
-        for a state of batch shape ``[B]``. ``evaluation`` is a Python bool
-        (static under jit): it turns off the root noise and picks the best move
-        deterministically. ``key`` is consumed. The function is pure and
-        traceable; jit it (with ``static_argnames='evaluation'``) or call it
-        inside a jitted program.
+        ``search_fn(variables, key, state, evaluation=False, root_eval=None) ->
+        SearchOutput`` for a state of batch shape ``[B]``. ``evaluation`` is a
+        Python bool (static under jit): it turns off the root noise and picks
+        the best move deterministically. ``root_eval``: the network's
+        evaluation of ``state`` (``make_evaluate``) if the caller has it, else
+        the search runs the network at the root. ``key`` is consumed. The
+        function is pure and traceable; jit it (with
+        ``static_argnames='evaluation'``) or call it inside a jitted program.
     """
     if config.algorithm not in ("gumbel", "puct"):
         raise ValueError(f"search.algorithm: got {config.algorithm!r}, allowed: gumbel, puct")
     if config.num_simulations < 0:
         raise ValueError(f"search.num_simulations: got {config.num_simulations!r}, allowed: >= 0")
     recurrent_fn = make_recurrent_fn(apply_fn)
+    evaluate = make_evaluate(apply_fn)
     num_simulations = int(config.num_simulations)
 
     def search_fn(
-        variables: Any, key: jax.Array, state: env.State, evaluation: bool = False
+        variables: Any,
+        key: jax.Array,
+        state: env.State,
+        evaluation: bool = False,
+        root_eval: RootEval | None = None,
     ) -> SearchOutput:
         """Searches every position of ``state`` ([B]) and picks a move for each."""
         search_key, action_key = jax.random.split(key)
         legal = env.legal_action_mask(state)  # [B, A]
-        logits, value = apply_fn(variables, env.observe(state))
-        logits = mask_logits(logits, legal)
+        logits, value = evaluate(variables, state) if root_eval is None else root_eval
+        logits = mask_logits(logits, legal)  # a no-op on evaluate's logits
         value = value.astype(jnp.float32)
+        num_actions = legal.shape[-1]
+        children = (
+            jnp.zeros(legal.shape + (num_actions,), jnp.float32),
+            jnp.zeros(legal.shape, jnp.float32),
+            jnp.zeros(legal.shape, bool),
+        )
 
         if num_simulations == 0:
             policy = jax.nn.softmax(logits, axis=-1)
@@ -245,6 +293,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                     explore = state.num_moves < config.temperature_moves
                     action = jnp.where(explore, _sample(action_key, policy, legal), best)
             summary = out.search_tree.summary()
+            children = _children(out.search_tree)
             root_value = summary.value
             visited = summary.visit_counts > 0
             qvalues = jnp.where(visited, summary.qvalues, root_value[:, None])
@@ -265,6 +314,9 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
             policy_value=jnp.where(live, policy_value, terminal_value(state)).astype(jnp.float32),
             qvalues=qvalues.astype(jnp.float32),
             visit_counts=jnp.where(live[:, None], visit_counts, 0).astype(jnp.int32),
+            child_logits=children[0].astype(jnp.float32),
+            child_value=children[1].astype(jnp.float32),
+            child_expanded=children[2] & live[:, None],
         )
 
     return search_fn

@@ -97,6 +97,7 @@ class Trainer:
             random_opening_moves=config.train.random_opening_moves,
             value_target_q=config.train.value_target_q,
             opening_targets=config.train.opening_targets,
+            evaluate_fn=search.make_evaluate(self.apply_fn),
         )
         # XLA:CPU runs convolution gradients ~10x slower inside a while loop
         # than in straight-line code (measured: 16 SGD steps of a 3x32 net on

@@ -360,3 +360,44 @@ def test_policy_value_is_the_value_of_the_improved_policy(algorithm):
     assert np.all(np.abs(out.policy_value) <= 1.0 + 1e-5)
     finished = FINISHED_INDEX
     assert out.policy_value[finished] == out.root_value[finished] == -1.0
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_the_children_evaluations_are_the_networks_on_the_child_positions(algorithm):
+    # What self-play reuses as the next root: the stored evaluation of each
+    # expanded child equals the network run on the position after that move.
+    apply_fn, variables = _network()
+    evaluate = jax.jit(search.make_evaluate(apply_fn))
+    config = SearchConfig(algorithm=algorithm, num_simulations=16)
+    states = _states()
+    out = _search_fn(config)(variables, jax.random.key(3), states)
+    legal = np.asarray(env.legal_action_mask(states))
+    expanded = np.asarray(out.child_expanded)
+    assert not expanded[FINISHED_INDEX].any() and (expanded <= legal).all()
+    if algorithm == "gumbel":  # 16 simulations visit all of <= 7 considered moves
+        np.testing.assert_array_equal(expanded, legal)
+    assert expanded.sum() > len(ALL_MOVES)
+    for a in range(env.NUM_ACTIONS):
+        logits, value = evaluate(variables, env.step(states, jnp.full(len(ALL_MOVES), a)))
+        rows = expanded[:, a]
+        np.testing.assert_allclose(
+            np.asarray(out.child_logits)[rows, a], np.asarray(logits)[rows], atol=1e-5)
+        # a child that ends the game is stored with value 0 (its result is the reward)
+        live = rows & ~np.asarray(env.step(states, jnp.full(len(ALL_MOVES), a)).terminated)
+        np.testing.assert_allclose(
+            np.asarray(out.child_value)[live, a], np.asarray(value)[live], atol=1e-5)
+
+
+def test_a_given_root_evaluation_replaces_the_roots_network_call():
+    apply_fn, variables = _network()
+    evaluate = search.make_evaluate(apply_fn)
+    search_fn = _search_fn(SearchConfig(num_simulations=16))
+    states = _states()
+    own = search_fn(variables, jax.random.key(4), states)
+    given = search_fn(variables, jax.random.key(4), states, root_eval=evaluate(variables, states))
+    for a, b in zip(jax.tree.leaves(own), jax.tree.leaves(given), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # ... and it is really used: a uniform prior and zero value change the search.
+    flat = (jnp.zeros((len(ALL_MOVES), env.NUM_ACTIONS)), jnp.zeros(len(ALL_MOVES)))
+    other = search_fn(variables, jax.random.key(4), states, root_eval=flat)
+    assert not np.array_equal(np.asarray(own.policy), np.asarray(other.policy))

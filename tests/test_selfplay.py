@@ -148,3 +148,69 @@ def test_opening_targets_search_trains_on_the_random_prefixes_with_the_search_ta
 def test_opening_targets_must_be_drop_or_search():
     with pytest.raises(ValueError, match="opening_targets"):
         selfplay.make_selfplay(_scripted, num_steps=2, opening_targets="keep")
+
+
+def _counting_selfplay(algorithm, num_simulations, reuse, max_considered=7):
+    """A real-network self-play whose network counts the positions it evaluates."""
+    from c4jax import config, network
+
+    net = network.make_network(config.NetworkConfig(num_blocks=1, channels=8))
+    variables = network.init_variables(net, jax.random.key(0))
+    inner = network.make_apply_fn(net)
+    calls = []
+
+    def apply_fn(variables, obs):
+        jax.debug.callback(lambda n: calls.append(int(n)), obs.shape[0])
+        return inner(variables, obs)
+
+    search_config = config.SearchConfig(
+        algorithm=algorithm, num_simulations=num_simulations,
+        max_num_considered_actions=max_considered)
+    play = jax.jit(selfplay.make_selfplay(
+        search.make_search(apply_fn, search_config), num_steps=12, random_opening_moves=4,
+        evaluate_fn=search.make_evaluate(apply_fn) if reuse else None))
+    return play, variables, calls
+
+
+def test_roots_reuse_the_previous_searchs_evaluation():
+    batch, steps, sims = 8, 12, 8
+    results = {}
+    for reuse in (False, True):
+        play, variables, calls = _counting_selfplay("gumbel", sims, reuse)
+        sp = selfplay.init(batch)
+        for chunk in range(3):
+            calls.clear()
+            sp, positions, valid, metrics = play(variables, jax.random.key(chunk), sp)
+            jax.block_until_ready(valid)
+            results[reuse, chunk] = (sorted(calls), positions, np.asarray(valid), metrics)
+    for chunk in range(3):
+        without, _, _, _ = results[False, chunk]
+        with_reuse, positions, valid, metrics = results[True, chunk]
+        # Without: a root and `sims` children per move. With: the root of the
+        # chunk's first move, the empty board once, then children only.
+        assert without == [batch] * steps * (sims + 1)
+        assert with_reuse == [1] + [batch] * (1 + steps * sims)
+        assert metrics["games_finished"] > 0  # restarts took the empty board's evaluation
+        # The same games: the carried evaluations are the ones the network gives.
+        _, p_without, v_without, _ = results[False, chunk]
+        np.testing.assert_array_equal(valid, v_without)
+        np.testing.assert_allclose(
+            np.asarray(positions.policy), np.asarray(p_without.policy), atol=1e-4)
+
+
+def test_a_root_the_search_did_not_expand_falls_back_to_the_network():
+    # Gumbel considering 2 of 7 moves: a random opening move (in the games that
+    # restart) often plays an unexpanded child, and then the next root runs the network.
+    batch, steps, sims = 8, 12, 4
+    play, variables, calls = _counting_selfplay("gumbel", sims, True, max_considered=2)
+    sp, roots, random = selfplay.init(batch), [], []
+    for chunk in range(4):
+        calls.clear()
+        sp, positions, valid, metrics = play(variables, jax.random.key(chunk), sp)
+        jax.block_until_ready(valid)
+        roots.append(sorted(calls).count(batch) - steps * sims)
+        random.append(float(metrics["random_move_fraction"]))
+        legal = np.asarray(env.legal_action_mask(positions.state))[np.asarray(valid)]
+        assert (np.asarray(positions.policy)[np.asarray(valid)][~legal] == 0).all()
+    assert roots[0] == 1  # the first games open without random moves
+    assert sum(random) > 0 and max(roots) > 1 and max(roots) <= steps
