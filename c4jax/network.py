@@ -45,11 +45,14 @@ def _conv(features: int, kernel_size: int, dtype: Any) -> nn.Conv:
     )
 
 
+BN_EPSILON = 1e-5  # every BatchNorm's
+
+
 def _norm(train: bool, momentum: float, dtype: Any) -> nn.BatchNorm:
     return nn.BatchNorm(
         use_running_average=not train,
         momentum=momentum,
-        epsilon=1e-5,
+        epsilon=BN_EPSILON,
         dtype=dtype,
         param_dtype=jnp.float32,
     )
@@ -153,15 +156,114 @@ def init_variables(network: PolicyValueNet, key: jax.Array) -> dict:
     return {"params": variables["params"], "batch_stats": variables["batch_stats"]}
 
 
+def fold_conv_bn(kernel, scale, bias, mean, var, epsilon: float = BN_EPSILON):
+    """A bias-free convolution followed by inference BatchNorm, as one biased convolution.
+
+    ``bn(conv(x, k)) = conv(x, k * s) + (bias - mean * s)`` with
+    ``s = scale / sqrt(var + epsilon)``. Written with arithmetic operators only, so
+    it takes NumPy arrays (any precision, as the ONNX export does in float64) or
+    JAX arrays (traceable).
+
+    Args:
+        kernel: [kh, kw, C_in, C_out] Flax HWIO kernel.
+        scale, bias: [C_out] BatchNorm parameters.
+        mean, var: [C_out] BatchNorm running statistics.
+
+    Returns:
+        ``(kernel, bias)``: [kh, kw, C_in, C_out] and [C_out].
+    """
+    s = scale / (var + epsilon) ** 0.5
+    return kernel * s, bias - mean * s
+
+
+def fold_batchnorm(variables: Any) -> dict:
+    """Inference variables with every BatchNorm folded into the convolution before it.
+
+    Args:
+        variables: ``{'params', 'batch_stats'}`` of a ``PolicyValueNet`` (float32).
+
+    Returns:
+        ``{'stem': conv, 'blocks': [(conv, conv), ...], 'policy': conv,
+        'policy_dense': dense, 'value': conv, 'value_hidden': dense,
+        'value_out': dense}`` where a conv is ``(kernel [k, k, C_in, C_out],
+        bias [C_out])`` and a dense ``(kernel [F_in, F_out], bias [F_out])``;
+        ``folded_apply`` evaluates it.
+    """
+    params, stats = variables["params"], variables["batch_stats"]
+
+    def conv(p: Any, s: Any, i: int) -> tuple[jax.Array, jax.Array]:
+        bn, st = p[f"BatchNorm_{i}"], s[f"BatchNorm_{i}"]
+        kernel = p[f"Conv_{i}"]["kernel"]
+        return fold_conv_bn(kernel, bn["scale"], bn["bias"], st["mean"], st["var"])
+
+    def dense(p: Any) -> tuple[jax.Array, jax.Array]:
+        return p["kernel"], p["bias"]
+
+    blocks = sorted((k for k in params if k.startswith("ResidualBlock_")),
+                    key=lambda k: int(k.rsplit("_", 1)[1]))
+    return {
+        "stem": conv(params, stats, 0),
+        "blocks": [(conv(params[b], stats[b], 0), conv(params[b], stats[b], 1)) for b in blocks],
+        "policy": conv(params, stats, 1),
+        "policy_dense": dense(params["Dense_0"]),
+        "value": conv(params, stats, 2),
+        "value_hidden": dense(params["Dense_1"]),
+        "value_out": dense(params["Dense_2"]),
+    }
+
+
+def folded_apply(folded: dict, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``PolicyValueNet`` in inference mode on ``fold_batchnorm``'s variables (float32).
+
+    Args:
+        folded: ``fold_batchnorm(variables)``.
+        obs: [B, H, W, 2] float32 planes from ``env.observe``.
+
+    Returns:
+        ``(logits, value)``: [B, A] float32 (unmasked) and [B] float32 in [-1, 1],
+        equal to ``network.apply(variables, obs)`` up to float32 rounding.
+    """
+
+    def conv(x: jax.Array, kb: tuple[jax.Array, jax.Array]) -> jax.Array:
+        kernel, bias = kb
+        y = jax.lax.conv_general_dilated(
+            x, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )
+        return y + bias
+
+    def dense(x: jax.Array, kb: tuple[jax.Array, jax.Array]) -> jax.Array:
+        return x @ kb[0] + kb[1]
+
+    x = nn.relu(conv(obs.astype(jnp.float32), folded["stem"]))
+    for first, second in folded["blocks"]:
+        x = nn.relu(x + conv(nn.relu(conv(x, first)), second))
+    p = nn.relu(conv(x, folded["policy"]))
+    logits = dense(p.reshape(p.shape[0], -1), folded["policy_dense"])
+    v = nn.relu(conv(x, folded["value"]))
+    v = nn.relu(dense(v.reshape(v.shape[0], -1), folded["value_hidden"]))
+    value = jnp.tanh(dense(v, folded["value_out"])[:, 0])
+    return logits, value
+
+
 def make_apply_fn(network: PolicyValueNet) -> ApplyFn:
     """Inference-mode evaluation: ``apply_fn(variables, obs) -> (logits, value)``.
 
     The returned function uses the BatchNorm running statistics and mutates
     nothing; ``obs`` is [B, H, W, 2], ``logits`` [B, A] float32, ``value`` [B]
     float32 in [-1, 1]. It is pure and traceable (jit it, or call it under jit).
+    A float32 network runs with its BatchNorms folded into the convolutions
+    (``fold_batchnorm``: the same function up to float32 rounding, one
+    convolution and a bias per layer instead of a convolution and a normalisation);
+    a bfloat16 one runs the module itself.
     """
+    if network.dtype != jnp.float32:
 
-    def apply_fn(variables: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return network.apply(variables, obs, train=False)
+        def apply_fn(variables: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+            return network.apply(variables, obs, train=False)
 
-    return apply_fn
+        return apply_fn
+
+    def folded_apply_fn(variables: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return folded_apply(fold_batchnorm(variables), obs)
+
+    return folded_apply_fn

@@ -33,7 +33,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from c4jax import checkpoints, env
+from c4jax import checkpoints, env, network
 from c4jax.config import NetworkConfig
 
 OPSET = 17  # opset and IR version that onnxruntime-web and onnxruntime both read
@@ -47,7 +47,6 @@ ORT_CACHE = Path.home() / ".cache" / "c4jax" / f"onnxruntime-web-{ORT_WEB_VERSIO
 PAGE_DIR = Path(__file__).resolve().parent / "web" / "page"  # index.html and app.js
 STYLE = Path(__file__).resolve().parent / "web" / "static" / "style.css"  # the served app's
 MODEL_FILE = "model.onnx"
-_BN_EPSILON = 1e-5  # network._norm's
 
 
 class OrtWebUnavailable(RuntimeError):
@@ -65,12 +64,12 @@ def _fold(conv_kernel: np.ndarray, bn_params: dict, bn_stats: dict):
     Returns:
         ``(weight, bias)``: [C_out, C_in, kh, kw] and [C_out] float32 (ONNX layout).
     """
-    kernel = np.asarray(conv_kernel, np.float64)
-    scale = np.asarray(bn_params["scale"], np.float64) / np.sqrt(
-        np.asarray(bn_stats["var"], np.float64) + _BN_EPSILON
+    f64 = lambda x: np.asarray(x, np.float64)  # noqa: E731
+    kernel, bias = network.fold_conv_bn(
+        f64(conv_kernel), f64(bn_params["scale"]), f64(bn_params["bias"]),
+        f64(bn_stats["mean"]), f64(bn_stats["var"]),
     )
-    bias = np.asarray(bn_params["bias"], np.float64) - np.asarray(bn_stats["mean"]) * scale
-    weight = np.transpose(kernel * scale, (3, 2, 0, 1))
+    weight = np.transpose(kernel, (3, 2, 0, 1))
     return weight.astype(np.float32), bias.astype(np.float32)
 
 

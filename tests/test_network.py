@@ -162,3 +162,56 @@ def test_make_network_reads_the_config():
     net = network.make_network(NetworkConfig(num_blocks=3, channels=24, kernel_size=5))
     assert (net.num_blocks, net.channels, net.kernel_size) == (3, 24, 5)
     assert net.dtype == jnp.float32
+
+
+def _perturbed(variables, seed):
+    """Variables moved off their initial values, so that BatchNorm's statistics and
+    the heads matter: running means, BatchNorm scales and biases shifted, running
+    variances drawn from [0.2, 3], the heads' near-zero last layers made larger."""
+    leaves, tree = jax.tree.flatten_with_path(variables)
+    keys = jax.random.split(jax.random.key(seed), len(leaves))
+    out = []
+    for (path, x), key in zip(leaves, keys, strict=True):
+        name = jax.tree_util.keystr(path)
+        noise = jax.random.normal(key, x.shape)
+        if "var" in name:
+            out.append(jax.random.uniform(key, x.shape, minval=0.2, maxval=3.0))
+        elif "Dense_0" in name or "Dense_2" in name:  # the heads' last layers start ~0
+            out.append(x * 300.0 + (0.01 * noise if "bias" in name else 0.0))
+        elif "BatchNorm" in name or "mean" in name:
+            out.append(x + 0.3 * noise)
+        else:
+            out.append(x)
+    return jax.tree.unflatten(tree, out)
+
+
+def test_fold_conv_bn_is_the_batchnorm_of_the_convolution():
+    # One input channel, a 1x1 kernel: conv(x) = 2 x; BatchNorm with mean 1, var 4,
+    # scale 3, bias 0.5 gives 3 (2x - 1) / sqrt(4 + eps) + 0.5.
+    kernel, bias = network.fold_conv_bn(
+        np.full((1, 1, 1, 1), 2.0), np.array([3.0]), np.array([0.5]), np.array([1.0]),
+        np.array([4.0]), epsilon=0.0,
+    )
+    np.testing.assert_allclose(kernel.ravel(), [3.0])  # 2 * 3 / 2
+    np.testing.assert_allclose(bias, [-1.0])  # 0.5 - 1 * 3 / 2
+    x = 5.0
+    np.testing.assert_allclose(kernel.ravel()[0] * x + bias[0], 3 * (2 * x - 1) / 2 + 0.5)
+
+
+@pytest.mark.parametrize("kernel_size", [3, 5])
+def test_folded_inference_equals_the_module(kernel_size):
+    config = NetworkConfig(num_blocks=2, channels=8, kernel_size=kernel_size)
+    net = network.make_network(config)
+    variables = _perturbed(network.init_variables(net, jax.random.key(1)), seed=2)
+    obs = _random_obs(3)
+    want_logits, want_value = jax.jit(lambda v, x: net.apply(v, x, train=False))(variables, obs)
+    logits, value = jax.jit(network.make_apply_fn(net))(variables, obs)
+    # The outputs are far from trivial, so agreeing means the same function.
+    assert float(jnp.std(want_logits)) > 0.1 and float(jnp.std(want_value)) > 0.02
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(value, want_value, rtol=1e-4, atol=1e-4)
+    # The folded variables hold no BatchNorm: a conv and a bias per layer.
+    folded = network.fold_batchnorm(variables)
+    assert len(folded["blocks"]) == 2
+    kernel, bias = folded["stem"]
+    assert kernel.shape == (kernel_size, kernel_size, 2, 8) and bias.shape == (8,)
