@@ -101,6 +101,12 @@ class TrainConfig:
     """Positions up to the last random opening move of their game: drop (not trained on),
     or search (trained on the search policy, with the search value as the value target:
     the searches were run anyway, and neither target depends on the random moves after)."""
+    full_search_fraction: float = 1.0
+    """Playout cap randomization (KataGo): the share of self-play moves searched with
+    search.num_simulations and trained on; the other moves are searched with
+    fast_search_simulations only to play on, and are not trained on (1 = off)."""
+    fast_search_simulations: int = 8
+    """Simulations of the fast searches (used when full_search_fraction < 1)."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +237,18 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         "train.random_opening_moves", "an integer in 0..41 (0 = off)", t.random_opening_moves,
     )
     check(0 <= t.value_target_q <= 1, "train.value_target_q", "0..1", t.value_target_q)
+    check(
+        0 < t.full_search_fraction <= 1, "train.full_search_fraction", "in (0, 1] (1 = off)",
+        t.full_search_fraction,
+    )
+    check(
+        isinstance(t.fast_search_simulations, int)
+        and 1 <= t.fast_search_simulations
+        and (t.full_search_fraction == 1 or t.fast_search_simulations < s.num_simulations),
+        "train.fast_search_simulations",
+        f"an integer >= 1, below search.num_simulations ({s.num_simulations})",
+        t.fast_search_simulations,
+    )
     check(t.optimizer in ("adamw", "sgd"), "train.optimizer", "adamw, sgd", t.optimizer)
     check(
         t.opening_targets in ("drop", "search"), "train.opening_targets", "drop, search",

@@ -19,6 +19,12 @@ Two options widen what the network learns from:
 * ``value_target_q = w``: the value target is ``(1 - w) z + w q``, with ``z``
   the game result and ``q`` the search's value of its improved policy
   (``SearchOutput.policy_value``).
+* ``full_search_fraction = p`` with a ``fast_search_fn`` (playout cap
+  randomization, KataGo, Wu 2019): at each move the whole batch runs the full
+  search with probability p, else the fast one (fewer simulations). Only the
+  positions of full searches are trained on; the fast ones only move the games
+  on, so games end sooner per unit of search and their results (value targets)
+  come cheaper, while every policy target still comes from a full search.
 
 Given the search's root evaluation (``evaluate_fn``), a move's root reuses the
 network's evaluation of its position that the previous move's search already
@@ -56,6 +62,7 @@ class Record:
     valid: jax.Array  # [T, B] bool, a real position (False for tail padding)
     random: jax.Array  # [T, B] bool, the move played here was a random opening move
     search_value: jax.Array  # [T, B] float32 search value of the position (policy_value)
+    full: jax.Array  # [T, B] bool, searched with the full search (trained on)
 
 
 @struct.dataclass
@@ -78,6 +85,7 @@ def init(batch_size: int) -> SelfPlayState:
         valid=jnp.zeros((TAIL, batch_size), bool),
         random=jnp.zeros((TAIL, batch_size), bool),
         search_value=jnp.zeros((TAIL, batch_size), jnp.float32),
+        full=jnp.zeros((TAIL, batch_size), bool),
     )
     return SelfPlayState(games=games, tail=empty, opening=jnp.zeros((batch_size,), jnp.int32))
 
@@ -131,6 +139,8 @@ def make_selfplay(
     value_target_q: float = 0.0,
     opening_targets: str = "drop",
     evaluate_fn: Callable | None = None,
+    fast_search_fn: Callable | None = None,
+    full_search_fraction: float = 1.0,
 ) -> Callable:
     """Returns ``selfplay(variables, key, sp_state) -> (sp_state, positions, valid, metrics)``.
 
@@ -147,6 +157,11 @@ def make_selfplay(
         evaluate_fn: ``evaluate_fn(variables, state[B]) -> (logits [B, A], value
             [B])``, the search's root evaluation (``search.make_evaluate``);
             given, roots reuse the previous search's evaluations (module doc).
+        fast_search_fn: a search like ``search_fn`` with fewer simulations, for
+            playout cap randomization (module doc); needed when
+            ``full_search_fraction < 1``.
+        full_search_fraction: p in (0, 1], the chance that a move's searches
+            are the full ones (1 = every move, ``fast_search_fn`` unused).
 
     The returned function is pure and jittable. ``positions`` holds the
     ``(L + T) * B`` candidate rows of the window (tail + chunk) and ``valid``
@@ -155,6 +170,11 @@ def make_selfplay(
 
     if opening_targets not in ("drop", "search"):
         raise ValueError(f"opening_targets: 'drop' or 'search', got {opening_targets!r}")
+    if not 0 < full_search_fraction <= 1:
+        raise ValueError(f"full_search_fraction: in (0, 1], got {full_search_fraction!r}")
+    capped = full_search_fraction < 1
+    if capped and fast_search_fn is None:
+        raise ValueError("full_search_fraction < 1 needs a fast_search_fn")
 
     def selfplay(variables, key, sp_state: SelfPlayState):
         batch = sp_state.games.num_moves.shape[0]
@@ -174,11 +194,21 @@ def make_selfplay(
 
         def move(carry, step_key):
             games, opening, roots = carry
-            search_key, random_key, opening_key = jax.random.split(step_key, 3)
-            if reuse:
-                out = search_fn(variables, search_key, games, root_eval=root_of(games, roots))
+            if capped:
+                search_key, random_key, opening_key, cap_key = jax.random.split(step_key, 4)
+                full = jax.random.uniform(cap_key) < full_search_fraction
             else:
-                out = search_fn(variables, search_key, games)
+                search_key, random_key, opening_key = jax.random.split(step_key, 3)
+                full = jnp.bool_(True)
+            root_eval = {"root_eval": root_of(games, roots)} if reuse else {}
+            if capped:
+                out = jax.lax.cond(
+                    full,
+                    lambda: search_fn(variables, search_key, games, **root_eval),
+                    lambda: fast_search_fn(variables, search_key, games, **root_eval),
+                )
+            else:
+                out = search_fn(variables, search_key, games, **root_eval)
             random = games.num_moves < opening
             random_action = _uniform_legal(random_key, env.legal_action_mask(games))
             action = jnp.where(random, random_action, out.action)
@@ -206,6 +236,7 @@ def make_selfplay(
                 valid=jnp.ones((batch,), bool),
                 random=random,
                 search_value=out.policy_value,
+                full=jnp.broadcast_to(full, (batch,)),
             )
             games = jax.tree.map(
                 lambda new, old: jnp.where(after.terminated, new, old), fresh, after
@@ -229,7 +260,7 @@ def make_selfplay(
         known = results != _UNKNOWN
         tainted = randomised(window.done, window.random)  # result reflects a random move
         trained = jnp.ones_like(tainted) if opening_targets == "search" else ~tainted
-        ready = window.valid & known & trained
+        ready = window.valid & known & trained & window.full
 
         # The running games' positions are the last num_moves rows of the window.
         slot = jnp.arange(TAIL)[:, None]
@@ -259,6 +290,7 @@ def make_selfplay(
             "positions_added": ready.sum(),
             "discarded_fraction": discarded.sum() / searched,
             "random_move_fraction": chunk.random.sum() / searched,
+            "full_search_fraction": chunk.full.sum() / searched,
         }
         new_state = SelfPlayState(games=games, tail=new_tail, opening=opening)
         return new_state, positions, flat(ready), metrics

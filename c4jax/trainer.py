@@ -16,6 +16,7 @@ gradients and metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -98,6 +99,13 @@ class Trainer:
             value_target_q=config.train.value_target_q,
             opening_targets=config.train.opening_targets,
             evaluate_fn=search.make_evaluate(self.apply_fn),
+            fast_search_fn=search.make_search(
+                self.apply_fn,
+                dataclasses.replace(
+                    config.search, num_simulations=config.train.fast_search_simulations
+                ),
+            ),
+            full_search_fraction=config.train.full_search_fraction,
         )
         # XLA:CPU runs convolution gradients ~10x slower inside a while loop
         # than in straight-line code (measured: 16 SGD steps of a 3x32 net on

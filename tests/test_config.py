@@ -39,6 +39,8 @@ def test_round_trip_through_json(tmp_path):
         ("train", "random_opening_moves", 42, "train.random_opening_moves"),
         ("train", "value_target_q", 1.5, "train.value_target_q"),
         ("train", "opening_targets", "keep", "train.opening_targets"),
+        ("train", "full_search_fraction", 0.0, "train.full_search_fraction"),
+        ("train", "full_search_fraction", 1.5, "train.full_search_fraction"),
         ("search", "evaluation_move", "best", "search.evaluation_move"),
     ],
 )
@@ -72,3 +74,16 @@ def test_unknown_and_mistyped_fields_are_rejected(tmp_path):
 def test_defaults_are_valid():
     config_lib.validate(Config())
     assert json.loads(json.dumps(config_lib.to_dict(Config())))["network"]["num_blocks"] == 5
+
+
+def test_fast_searches_must_be_cheaper_than_the_full_ones():
+    cfg = config_lib.load("tiny")  # 4 simulations
+    capped = dataclasses.replace(cfg.train, full_search_fraction=0.25, fast_search_simulations=4)
+    with pytest.raises(ValueError, match=r"train\.fast_search_simulations.*below search"):
+        config_lib.validate(dataclasses.replace(cfg, train=capped))
+    ok = dataclasses.replace(capped, fast_search_simulations=2)
+    validated = config_lib.validate(dataclasses.replace(cfg, train=ok))
+    assert validated.train.fast_search_simulations == 2
+    # Off (fraction 1), the fast count is not used and any positive one passes.
+    off = dataclasses.replace(cfg.train, fast_search_simulations=64)
+    config_lib.validate(dataclasses.replace(cfg, train=off))

@@ -145,6 +145,37 @@ def test_opening_targets_search_trains_on_the_random_prefixes_with_the_search_ta
     assert extra > 0
 
 
+def _scripted_fast(variables, key, state):
+    """The scripted moves with another policy and value: marks a fast search's output."""
+    out = _scripted(variables, key, state)
+    return out.replace(policy=jnp.full_like(out.policy, 1 / 7), policy_value=0.0 * out.policy_value)
+
+
+def test_playout_cap_trains_only_on_the_full_searches():
+    # 28 moves = 4 whole games per slot, every step full or fast for the whole batch.
+    _, [(positions, valid, metrics)] = _run(
+        num_steps=28, chunks=1, fast_search_fn=_scripted_fast, full_search_fraction=0.5
+    )
+    full = metrics["full_search_fraction"]
+    assert 0 < full < 1  # both kinds of move were played
+    assert valid.sum() == round(full * 28) * 3  # the full searches' positions, all of them
+    policy = np.asarray(positions.policy)[valid]
+    assert np.all(policy.max(-1) == 1.0)  # every target is a full search's (one-hot) policy
+    value = np.asarray(positions.value)[valid]
+    player = np.asarray(positions.state.current_player)[valid]
+    np.testing.assert_array_equal(value, np.where(player == 0, 1.0, -1.0))
+    assert metrics["games_finished"] == 4 * 3  # the fast moves still played the games on
+
+
+def test_playout_cap_needs_a_fast_search_and_a_fraction_in_range():
+    with pytest.raises(ValueError, match="fast_search_fn"):
+        selfplay.make_selfplay(_scripted, num_steps=2, full_search_fraction=0.5)
+    with pytest.raises(ValueError, match="full_search_fraction"):
+        selfplay.make_selfplay(
+            _scripted, num_steps=2, fast_search_fn=_scripted_fast, full_search_fraction=0.0
+        )
+
+
 def test_opening_targets_must_be_drop_or_search():
     with pytest.raises(ValueError, match="opening_targets"):
         selfplay.make_selfplay(_scripted, num_steps=2, opening_targets="keep")

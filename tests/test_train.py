@@ -316,8 +316,10 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
 
 
 def test_strength_options_run_on_the_tiny_preset(tmp_path):
-    """Random openings, the mixed value target and another evaluation move, together."""
-    cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5)
+    """Random openings, the mixed value target, playout cap randomization and another
+    evaluation move, together."""
+    cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5,
+                full_search_fraction=0.5, fast_search_simulations=2)
     cfg = dataclasses.replace(
         cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy")
     )
@@ -325,6 +327,7 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert summary["step"] == 2 and records[-1]["random_move_fraction"] > 0
     assert "win_rate/lookahead" in records[-1]
+    assert 0 < np.mean([r["full_search_fraction"] for r in records]) < 1
     values = np.asarray(summary["state"].replay.data.value)[: int(summary["state"].replay.size)]
     assert np.any((values != 0) & (np.abs(values) != 1))  # mixed with the search value
 
