@@ -2,7 +2,10 @@
 
 For each batch size B the benchmark times, alternating and after a warm-up:
 
-* **forward**: the inference pass self-play runs (``network.make_apply_fn``);
+* **forward**: the inference pass self-play runs (``network.make_apply_fn``:
+  BatchNorm folded into the convolutions);
+* **forward, module**: the Flax module's own inference pass (convolution, then
+  BatchNorm with the running statistics): what folding saves;
 * **train**: the gradient of the training loss (BatchNorm in training mode,
   policy cross-entropy + value MSE), what one SGD step spends on the network;
 * **im2col matmul**: one ``[B x 42, 9C] x [9C, C]`` float32 product, the
@@ -12,7 +15,10 @@ For each batch size B the benchmark times, alternating and after a warm-up:
 FLOPs are XLA's own count for the compiled program (``cost_analysis``; for a
 3x3 'SAME' convolution it leaves out the taps that fall on the padding, about
 a sixth on a 6x7 board), so GFLOP/s is the arithmetic the program must do per
-second. Every call ends in ``jax.block_until_ready``; the median of
+second (the folded forward pass does slightly less: no normalisation). Runs with
+the XLA flags c4jax's command lines use (``c4jax.xla_flags``: the YNNPACK path;
+``C4JAX_FAST_CPU=0`` or a user's own ``XLA_FLAGS`` to compare). Every call ends
+in ``jax.block_until_ready``; the median of
 ``--repeats`` counts. The distance between the network's rate and the matmul
 rates is what a faster convolution could win (issue: a network near the
 machine's matmul rate).
@@ -76,6 +82,7 @@ def make_cases(network_config, batch: int, seed: int = 0) -> dict:
     matmul = jax.jit(lambda x, y: x @ y)
     return {
         "forward": (jax.jit(network.make_apply_fn(net)), (variables, obs)),
+        "forward_module": (jax.jit(lambda v, x: net.apply(v, x, train=False)), (variables, obs)),
         "train": (jax.jit(jax.grad(loss, has_aux=True)),
                   (variables["params"], variables["batch_stats"])),
         "im2col_matmul": (matmul, (a, b)),
@@ -115,13 +122,16 @@ def measure(network_config, batch: int, repeats: int) -> dict:
 
 def table(rows: list[dict]) -> str:
     """Markdown table of ``measure`` rows."""
-    lines = ["| B | forward ms | forward GFLOP/s | train ms | train GFLOP/s "
+    lines = ["| B | forward ms | forward GFLOP/s | module forward ms | module GFLOP/s "
+             "| train ms | train GFLOP/s "
              "| im2col matmul GFLOP/s | 2048^3 matmul GFLOP/s | forward / im2col |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         f, t, m, big = r["forward"], r["train"], r["im2col_matmul"], r["matmul_2048"]
+        u = r["forward_module"]
         lines.append(
             f"| {r['batch']} | {f['seconds'] * 1e3:.1f} | {f['gflops_per_s']:.1f} "
+            f"| {u['seconds'] * 1e3:.1f} | {u['gflops_per_s']:.1f} "
             f"| {t['seconds'] * 1e3:.1f} | {t['gflops_per_s']:.1f} | {m['gflops_per_s']:.1f} "
             f"| {big['gflops_per_s']:.1f} | {f['gflops_per_s'] / m['gflops_per_s']:.2f} |"
         )
@@ -148,6 +158,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from c4jax import xla_flags
+
+    xla_flags.enable_fast_cpu()  # before JAX starts: time what the command lines run
     import jax
 
     from c4jax import config as config_lib

@@ -1,8 +1,10 @@
 """Self-play and training throughput of c4jax's trainer next to a pgx AlphaZero reference.
 
-Two pipelines share the network (``c4jax.network``), the mctx search settings
-and the learner's SGD step; they differ in the environment and in what they
-store:
+Two pipelines share the network (``c4jax.network``: the same architecture and
+variables), the mctx search settings and the learner's SGD step; they differ in
+the environment, in what they store, and in how self-play runs the network
+(c4jax folds BatchNorm into the convolutions, ``network.make_apply_fn``; the
+reference runs the Flax module as written):
 
 * **c4jax**: the two public pieces that ``trainer.Trainer.iteration`` composes,
   each jitted alone: ``run.selfplay_chunk`` (self-play of B games for T moves
@@ -216,7 +218,8 @@ def reference_pipeline(run, games_key: jax.Array, learner_state, apply_fn: Calla
         run: a ``trainer.Trainer`` (for its search settings and learner step).
         games_key: PRNG key for the first games' random first players.
         learner_state: a ``learner.LearnerState`` (donated by ``learn``).
-        apply_fn: the network self-play evaluates: ``run.apply_fn``, or ``stub_apply``.
+        apply_fn: the network self-play evaluates: the Flax module's inference
+            apply (``run.network.apply(..., train=False)``), or ``stub_apply``.
     """
     import mctx
     import pgx
@@ -424,11 +427,16 @@ def _setup(config, stub_network: bool, only: str | None = None):
     state = run.init(init_key)
     variables = _copy(run.variables(state))  # frozen network for self-play
     apply_fn = stub_apply if stub_network else run.apply_fn
+    # The reference runs the Flax module as a pgx user would (convolution, then
+    # BatchNorm); c4jax's apply_fn folds the BatchNorms into the convolutions.
+    module_apply = stub_apply if stub_network else (
+        lambda v, obs: run.network.apply(v, obs, train=False)
+    )
     pipelines = []
     if only in (None, "c4jax"):
         pipelines.append(c4jax_pipeline(run, state, apply_fn))
     if only in (None, "reference"):
-        pipelines.append(reference_pipeline(run, ref_key, _copy(state.learner), apply_fn))
+        pipelines.append(reference_pipeline(run, ref_key, _copy(state.learner), module_apply))
     return run, init_key, play_root, variables, pipelines
 
 
