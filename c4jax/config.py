@@ -86,8 +86,10 @@ class TrainConfig:
     """Peak learning rate."""
     warmup_steps: int = 100
     """Linear warm-up of the learning rate, in SGD steps."""
-    lr_schedule: Literal["constant", "cosine"] = "cosine"
-    """After warm-up: constant, or cosine decay to 10% at the last SGD step."""
+    lr_schedule: Literal["constant", "cosine", "onecycle"] = "cosine"
+    """After warm-up: constant, or cosine decay to 10% at the last SGD step; or
+    onecycle (no warm-up): up from 4% of the peak over the first 30% of the SGD
+    steps, then down to ~0 at the last."""
     weight_decay: float = 1e-4
     """AdamW decay, or the L2 coefficient with sgd."""
     value_loss_weight: float = 1.0
@@ -259,7 +261,8 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         t.opening_targets,
     )
     check(
-        t.lr_schedule in ("constant", "cosine"), "train.lr_schedule", "constant, cosine",
+        t.lr_schedule in ("constant", "cosine", "onecycle"), "train.lr_schedule",
+        "constant, cosine, onecycle",
         t.lr_schedule,
     )
     check(e.every >= 0, "eval.every", ">= 0 (0 = never)", e.every)

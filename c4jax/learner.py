@@ -32,8 +32,14 @@ class LearnerState:
 
 
 def make_schedule(config: TrainConfig, total_steps: int) -> optax.Schedule:
-    """Linear warm-up to ``learning_rate``, then constant or cosine to 10%."""
+    """Linear warm-up to ``learning_rate``, then constant or cosine to 10%; or
+    ``onecycle``: a cosine rise from 4% of the peak over the first 30% of the
+    steps, then a cosine fall to ~0 at the last (``warmup_steps`` unused)."""
     peak = config.learning_rate
+    if config.lr_schedule == "onecycle":
+        return optax.cosine_onecycle_schedule(
+            max(total_steps, 1), peak, pct_start=0.3, div_factor=25.0, final_div_factor=1e4
+        )
     warmup = max(config.warmup_steps, 0)
     if config.lr_schedule == "cosine":
         decay = max(total_steps - warmup, 1)

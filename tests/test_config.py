@@ -40,6 +40,7 @@ def test_round_trip_through_json(tmp_path):
         ("train", "value_target_q", 1.5, "train.value_target_q"),
         ("train", "opening_targets", "keep", "train.opening_targets"),
         ("train", "full_search_fraction", 0.0, "train.full_search_fraction"),
+        ("train", "lr_schedule", "linear", "train.lr_schedule"),
         ("train", "full_search_fraction", 1.5, "train.full_search_fraction"),
         ("search", "evaluation_move", "best", "search.evaluation_move"),
     ],

@@ -5,6 +5,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from c4jax import env, learner, network
 from c4jax.config import NetworkConfig, TrainConfig
@@ -55,6 +56,16 @@ def test_schedule_warms_up_then_decays_to_ten_percent():
     schedule = learner.make_schedule(cfg, total_steps=110)
     np.testing.assert_allclose([schedule(0), schedule(5), schedule(10)], [0.0, 0.5, 1.0], atol=1e-6)
     np.testing.assert_allclose(schedule(110), 0.1, atol=1e-6)
+
+
+def test_onecycle_rises_to_the_peak_at_thirty_percent_then_falls_to_about_zero():
+    cfg = TrainConfig(learning_rate=1.0, warmup_steps=10, lr_schedule="onecycle")
+    schedule = learner.make_schedule(cfg, total_steps=100)
+    values = np.array([schedule(i) for i in range(101)])
+    np.testing.assert_allclose(values[0], 1 / 25, atol=1e-6)
+    assert int(np.argmax(values)) == 30 and values[30] == pytest.approx(1.0)
+    assert np.all(np.diff(values[:31]) > 0) and np.all(np.diff(values[30:]) < 0)
+    assert values[100] < 1e-4
 
 
 def test_kl_adaptive_rate_shrinks_when_updates_are_too_large():
