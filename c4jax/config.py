@@ -30,10 +30,6 @@ class NetworkConfig:
     """Side of the square convolution kernels."""
     bfloat16: bool = False
     """Compute in bfloat16 (parameters and outputs stay float32)."""
-    side_plane: bool = False
-    """A third input plane, all ones when the player to move is the one who moved
-    first (an even number of stones), else zeros: the parity a convolution cannot
-    count. Changes the first convolution's shape (checkpoints without it do not load)."""
 
 
 @dataclass(frozen=True)

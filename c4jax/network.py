@@ -33,18 +33,6 @@ _conv_init = nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal")
 _head_init = nn.initializers.variance_scaling(1e-4, "fan_in", "truncated_normal")
 
 
-def input_planes(obs: jax.Array, side_plane: bool) -> jax.Array:
-    """The network's input: ``obs`` [B, H, W, 2], and with ``side_plane`` a third
-    plane [B, H, W, 1] of ones where the player to move moved first (an even
-    number of stones on the board), zeros otherwise; [B, H, W, 2 or 3]."""
-    if not side_plane:
-        return obs
-    stones = jnp.sum(obs.astype(jnp.float32), axis=(1, 2, 3))  # [B]
-    first = (jnp.round(stones) % 2 == 0).astype(obs.dtype)
-    plane = jnp.broadcast_to(first[:, None, None, None], obs.shape[:3] + (1,))
-    return jnp.concatenate([obs, plane], axis=-1)
-
-
 def _conv(features: int, kernel_size: int, dtype: Any) -> nn.Conv:
     return nn.Conv(
         features,
@@ -98,7 +86,6 @@ class PolicyValueNet(nn.Module):
         value_channels: 1x1 convolution channels of the value head.
         value_hidden: width of the value head's hidden dense layer.
         bn_momentum: decay of the BatchNorm running statistics.
-        side_plane: add ``input_planes``' plane saying who moved first.
     """
 
     num_blocks: int
@@ -109,7 +96,6 @@ class PolicyValueNet(nn.Module):
     value_channels: int = 1
     value_hidden: int = 256
     bn_momentum: float = 0.9
-    side_plane: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -131,7 +117,7 @@ class PolicyValueNet(nn.Module):
             features, kernel_init=init, dtype=self.dtype, param_dtype=jnp.float32
         )
 
-        x = input_planes(obs, self.side_plane).astype(self.dtype)
+        x = obs.astype(self.dtype)
         x = nn.relu(norm()(conv(self.channels, self.kernel_size)(x)))
         for _ in range(self.num_blocks):
             x = ResidualBlock(self.channels, self.kernel_size, self.dtype, self.bn_momentum)(
@@ -155,7 +141,6 @@ def make_network(config: NetworkConfig) -> PolicyValueNet:
         channels=config.channels,
         kernel_size=config.kernel_size,
         dtype=jnp.bfloat16 if config.bfloat16 else jnp.float32,
-        side_plane=config.side_plane,
     )
 
 
@@ -249,8 +234,7 @@ def folded_apply(folded: dict, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
     def dense(x: jax.Array, kb: tuple[jax.Array, jax.Array]) -> jax.Array:
         return x @ kb[0] + kb[1]
 
-    side_plane = folded["stem"][0].shape[2] == 3  # the stem reads 2 or 3 planes
-    x = nn.relu(conv(input_planes(obs.astype(jnp.float32), side_plane), folded["stem"]))
+    x = nn.relu(conv(obs.astype(jnp.float32), folded["stem"]))
     for first, second in folded["blocks"]:
         x = nn.relu(x + conv(nn.relu(conv(x, first)), second))
     p = nn.relu(conv(x, folded["policy"]))

@@ -133,15 +133,7 @@ def to_onnx(variables: dict, config: NetworkConfig):
     Returns:
         A model with input ``obs`` [B, H, W, 2] float32 (B free) and outputs
         ``logits`` [B, A] float32 (unmasked) and ``value`` [B] float32 in [-1, 1].
-
-    Raises:
-        ValueError: the network has ``side_plane`` (not exported yet).
     """
-    if config.side_plane:
-        raise ValueError(
-            "network.side_plane: the ONNX export does not build the side-to-move plane yet; "
-            "export a network trained without it"
-        )
     import onnx
     from onnx import TensorProto, helper
 

@@ -65,15 +65,6 @@ def test_onnx_model_matches_a_run_network(tiny_run):
     _check_parity(checkpoints.restore_variables(tiny_run))
 
 
-def test_a_side_plane_network_is_refused_with_the_field_named():
-    from c4jax import onnx_export
-    from c4jax.config import NetworkConfig
-
-    config = NetworkConfig(num_blocks=1, channels=8, kernel_size=3, side_plane=True)
-    with pytest.raises(ValueError, match=r"network\.side_plane"):
-        onnx_export.to_onnx({}, config)
-
-
 def test_without_the_export_extra_the_command_says_what_to_install(
     monkeypatch, tmp_path, capsys
 ):

@@ -215,36 +215,3 @@ def test_folded_inference_equals_the_module(kernel_size):
     assert len(folded["blocks"]) == 2
     kernel, bias = folded["stem"]
     assert kernel.shape == (kernel_size, kernel_size, 2, 8) and bias.shape == (8,)
-
-
-def test_side_plane_says_who_moved_first():
-    empty = jnp.zeros((1, 6, 7, 2), jnp.float32)  # first player to move
-    one = empty.at[0, 5, 3, 1].set(1.0)  # after one stone: the second player to move
-    two = one.at[0, 5, 2, 0].set(1.0)
-    planes = network.input_planes(jnp.concatenate([empty, one, two]), side_plane=True)
-    assert planes.shape == (3, 6, 7, 3)
-    np.testing.assert_array_equal(planes[..., :2], jnp.concatenate([empty, one, two]))
-    np.testing.assert_array_equal(planes[:, 0, 0, 2], [1.0, 0.0, 1.0])
-    assert np.all(planes[..., 2] == planes[:, :1, :1, 2])  # constant over the board
-    assert network.input_planes(empty, side_plane=False) is empty
-
-
-def test_side_plane_network_reads_three_planes_and_folds_the_same():
-    config = NetworkConfig(num_blocks=1, channels=8, kernel_size=3, side_plane=True)
-    net = network.make_network(config)
-    variables = _perturbed(network.init_variables(net, jax.random.key(4)), seed=5)
-    assert variables["params"]["Conv_0"]["kernel"].shape == (3, 3, 3, 8)
-    obs = _random_obs(6)
-    want = net.apply(variables, obs, train=False)
-    got = jax.jit(network.make_apply_fn(net))(variables, obs)
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
-    # The stem's third input channel reads the plane: cutting its weights changes
-    # the positions where the first player is to move (plane of ones) and no other.
-    cut = jax.tree.map(lambda x: x, variables)
-    cut["params"]["Conv_0"]["kernel"] = variables["params"]["Conv_0"]["kernel"].at[:, :, 2].set(0)
-    logits_cut, _ = net.apply(cut, obs, train=False)
-    first = np.asarray(jnp.sum(obs, axis=(1, 2, 3)) % 2 == 0)
-    assert 0 < first.sum() < len(first)
-    changed = np.abs(np.asarray(logits_cut - want[0])).max(axis=1) > 1e-4
-    np.testing.assert_array_equal(changed, first)

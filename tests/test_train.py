@@ -317,12 +317,11 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
 
 def test_strength_options_run_on_the_tiny_preset(tmp_path):
     """Random openings, the mixed value target, playout cap randomization, the
-    side-to-move plane, the one-cycle schedule and another evaluation move, together."""
+    one-cycle schedule and another evaluation move, together."""
     cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5,
                 full_search_fraction=0.5, fast_search_simulations=2, lr_schedule="onecycle")
     cfg = dataclasses.replace(
-        cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy"),
-        network=dataclasses.replace(cfg.network, side_plane=True),
+        cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy")
     )
     summary = train.train_and_evaluate(cfg, tmp_path, progress=False)
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
