@@ -99,6 +99,10 @@ class TrainConfig:
     what positions up to the last random move teach is ``opening_targets``."""
     value_target_q: float = 0.0
     """Value target (1 - w) * game result + w * search value of the position (0 = result only)."""
+    value_length_shaping: float = 0.0
+    """Game-length shaping of the result in the value target (DeepFour): a decided
+    game counts +-(1 - s * n / 42) for a position n plies before its end, so quick
+    wins and slow losses are preferred; s in [0, 1) (0 = off: +-1)."""
     opening_targets: Literal["drop", "search"] = "drop"
     """Positions up to the last random opening move of their game: drop (not trained on),
     or search (trained on the search policy, with the search value as the value target:
@@ -239,6 +243,10 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         "train.random_opening_moves", "an integer in 0..41 (0 = off)", t.random_opening_moves,
     )
     check(0 <= t.value_target_q <= 1, "train.value_target_q", "0..1", t.value_target_q)
+    check(
+        0 <= t.value_length_shaping < 1, "train.value_length_shaping", "0 <= s < 1",
+        t.value_length_shaping,
+    )
     check(
         0 < t.full_search_fraction <= 1, "train.full_search_fraction", "in (0, 1] (1 = off)",
         t.full_search_fraction,

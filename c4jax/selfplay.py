@@ -19,6 +19,10 @@ Two options widen what the network learns from:
 * ``value_target_q = w``: the value target is ``(1 - w) z + w q``, with ``z``
   the game result and ``q`` the search's value of its improved policy
   (``SearchOutput.policy_value``).
+* ``value_length_shaping = s``: the game result ``z`` of a decided game is
+  shrunk with the plies ``n`` from the position to the game's end,
+  ``z (1 - s n / 42)``, so that the network learns to prefer quick wins and
+  slow losses (DeepFour); draws stay 0.
 * ``full_search_fraction = p`` with a ``fast_search_fn`` (playout cap
   randomization, KataGo, Wu 2019): at each move the whole batch runs the full
   search with probability p, else the fast one (fewer simulations). Only the
@@ -126,6 +130,25 @@ def randomised(done: jax.Array, random: jax.Array) -> jax.Array:
     return marked
 
 
+def plies_to_end(done: jax.Array, num_moves: jax.Array) -> jax.Array:
+    """[T, B] int32 plies from each position to the end of its game, the move
+    played there included (1 for the last position); 0 where the game has not ended.
+
+    Args:
+        done: [T, B] bool, the move at t ended its game.
+        num_moves: [T, B] int32 stones on the board at t (before the move).
+    """
+
+    def backward(end, x):
+        done_t, moves_t = x
+        end = jnp.where(done_t, moves_t + 1, end)  # the game's length, -1 if unknown
+        return end, jnp.where(end >= 0, end - moves_t, 0)
+
+    start = jnp.full(done.shape[1:], -1, jnp.int32)
+    _, plies = jax.lax.scan(backward, start, (done, num_moves.astype(jnp.int32)), reverse=True)
+    return plies
+
+
 def value_targets(results: jax.Array, player: jax.Array) -> jax.Array:
     """[...] float32 +1 / 0 / -1 for the player to move, given the game's winner."""
     return env.result_value(results, player)
@@ -137,6 +160,7 @@ def make_selfplay(
     num_steps: int,
     random_opening_moves: int = 0,
     value_target_q: float = 0.0,
+    value_length_shaping: float = 0.0,
     opening_targets: str = "drop",
     evaluate_fn: Callable | None = None,
     fast_search_fn: Callable | None = None,
@@ -151,6 +175,8 @@ def make_selfplay(
         num_steps: T, moves each game advances per call.
         random_opening_moves: K, each game opens with k ~ U{0..K} random moves.
         value_target_q: w in [0, 1], weight of the search value in the target.
+        value_length_shaping: s in [0, 1), shrinks a decided game's result by
+            ``1 - s n / 42``, n the plies to its end (module doc; 0 = off).
         opening_targets: ``"drop"`` leaves the positions up to a game's last
             random opening move out; ``"search"`` trains on them with the
             search policy and value (once their game has ended, as the others).
@@ -170,6 +196,8 @@ def make_selfplay(
 
     if opening_targets not in ("drop", "search"):
         raise ValueError(f"opening_targets: 'drop' or 'search', got {opening_targets!r}")
+    if not 0 <= value_length_shaping < 1:
+        raise ValueError(f"value_length_shaping: in [0, 1), got {value_length_shaping!r}")
     if not 0 < full_search_fraction <= 1:
         raise ValueError(f"full_search_fraction: in (0, 1], got {full_search_fraction!r}")
     capped = full_search_fraction < 1
@@ -270,6 +298,9 @@ def make_selfplay(
         carried = jnp.zeros_like(window.valid).at[window_len - TAIL :].set(new_tail.valid)
         discarded = window.valid & ~known & ~carried
         z = value_targets(results, window.state.current_player)
+        if value_length_shaping:
+            plies = plies_to_end(window.done, window.state.num_moves)
+            z = z * (1.0 - value_length_shaping * plies / env.NUM_CELLS)
         value = (1.0 - value_target_q) * z + value_target_q * window.search_value
         value = jnp.where(tainted, window.search_value, value)  # only kept with "search"
 

@@ -97,6 +97,28 @@ def test_value_target_mixes_the_result_with_the_search_value():
     np.testing.assert_allclose(value, np.where(player == 0, 0.875, -0.875))
 
 
+def test_length_shaping_prefers_quick_wins_and_slow_losses():
+    # 1212121: the position with m stones is 7 - m plies from the first player's win.
+    _, [(positions, valid, _)] = _run(num_steps=7, chunks=1, value_length_shaping=0.5)
+    moves = np.asarray(positions.state.num_moves)[valid]
+    value = np.asarray(positions.value)[valid]
+    sign = np.where(moves % 2 == 0, 1.0, -1.0)  # even: the winner to move
+    np.testing.assert_allclose(value, sign * (1 - 0.5 * (7 - moves) / 42), rtol=1e-6)
+    # The winner's last move is worth more than its first, the loser's last reply
+    # less than its first (a slow loss is the lesser evil).
+    assert value[moves == 6][0] > value[moves == 0][0] > 0
+    assert value[moves == 5][0] < value[moves == 1][0] < 0
+
+
+def test_plies_to_end_counts_to_each_games_end_and_zero_while_running():
+    #            game 1 (3 moves)  game 2 (2 moves, from 0)  game 3 running
+    done = jnp.array([0, 0, 1, 0, 1, 0, 0], bool)[:, None]
+    num_moves = jnp.array([0, 1, 2, 0, 1, 0, 1])[:, None]
+    np.testing.assert_array_equal(
+        selfplay.plies_to_end(done, num_moves)[:, 0], [3, 2, 1, 2, 1, 0, 0]
+    )
+
+
 def test_randomised_marks_positions_up_to_the_last_random_move_of_their_game():
     #            game 1 (ends at t=3)    game 2 (ends at t=6)  game 3 (running)
     done = jnp.array([0, 0, 0, 1, 0, 0, 1, 0, 0], bool)[:, None]
