@@ -364,7 +364,7 @@ def test_the_expected_time_follows_the_cpu_code_path(monkeypatch):
     strong = config_lib.load("strong")
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot,eltwise")
     assert train.expected_time(strong, "strong", strong.train.num_iterations) == (
-        "expected time: about 1 h 58 min on a 2-core CPU (compiling first: about 85 s)"
+        "expected time: about 1 h 54 min on a 2-core CPU (compiling first: about 4 min)"
     )
     changed = dataclasses.replace(cpu, search=dataclasses.replace(cpu.search, num_simulations=32))
     assert "shown once the first iterations have run" in train.expected_time(changed, "cpu", 100)
