@@ -359,7 +359,7 @@ def test_the_expected_time_follows_the_cpu_code_path(monkeypatch):
     fast = train.expected_time(cpu, "cpu", 100)
     monkeypatch.setenv("XLA_FLAGS", "")
     slow = train.expected_time(cpu, "cpu", 100)
-    assert fast == "expected time: about 9 min on a 2-core CPU (compiling first: about 75 s)"
+    assert fast == "expected time: about 6 min on a 2-core CPU (compiling first: about 40 s)"
     assert slow == "expected time: about 17 min on a 2-core CPU (compiling first: about 2 min)"
     strong = config_lib.load("strong")
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot,eltwise")
