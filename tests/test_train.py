@@ -356,10 +356,10 @@ def test_a_damaged_newest_checkpoint_is_set_aside_with_a_warning(tmp_path):
 def test_the_expected_time_follows_the_cpu_code_path(monkeypatch):
     cpu = config_lib.load("cpu")
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot,eltwise")
-    fast = train.expected_time(cpu, "cpu", 100)
+    fast = train.expected_time(cpu, "cpu", cpu.train.num_iterations)
     monkeypatch.setenv("XLA_FLAGS", "")
     slow = train.expected_time(cpu, "cpu", 100)
-    assert fast == "expected time: about 6 min on a 2-core CPU (compiling first: about 40 s)"
+    assert fast == "expected time: about 17 min on a 2-core CPU (compiling first: about 40 s)"
     assert slow == "expected time: about 17 min on a 2-core CPU (compiling first: about 2 min)"
     strong = config_lib.load("strong")
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot,eltwise")
