@@ -44,6 +44,12 @@ class SearchConfig:
     """Gumbel: actions sampled at the root (7 = all)."""
     gumbel_scale: float = 1.0
     """Gumbel: scale of the root Gumbel noise in self-play (0 in evaluation)."""
+    c_visit: float = 50.0
+    """Gumbel: c_visit of the completed-Q transform, sigma(q) = (c_visit + max
+    child visits) * c_scale * q (mctx's maxvisit_init)."""
+    c_scale: float = 0.1
+    """Gumbel: c_scale of the completed-Q transform (mctx's value_scale); larger
+    makes the search follow Q-values over the network's prior sooner."""
     evaluation_move: Literal["halving", "policy", "q"] = "halving"
     """Gumbel, in evaluation: halving = mctx's pick among the last survivors of
     sequential halving; policy = argmax of the improved policy; q = argmax of the
@@ -193,6 +199,8 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         s.max_num_considered_actions,
     )
     check(s.gumbel_scale >= 0, "search.gumbel_scale", ">= 0", s.gumbel_scale)
+    check(s.c_visit >= 0, "search.c_visit", ">= 0", s.c_visit)
+    check(s.c_scale > 0, "search.c_scale", "> 0", s.c_scale)
     check(
         s.evaluation_move in ("halving", "policy", "q"),
         "search.evaluation_move", "halving, policy, q", s.evaluation_move,

@@ -264,7 +264,11 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                     recurrent_fn=recurrent_fn,
                     num_simulations=num_simulations,
                     invalid_actions=~legal,
-                    qtransform=gumbel_qtransform,
+                    qtransform=functools.partial(
+                        gumbel_qtransform,
+                        maxvisit_init=float(config.c_visit),
+                        value_scale=float(config.c_scale),
+                    ),
                     max_num_considered_actions=int(config.max_num_considered_actions),
                     gumbel_scale=0.0 if evaluation else float(config.gumbel_scale),
                 )

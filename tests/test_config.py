@@ -44,6 +44,8 @@ def test_round_trip_through_json(tmp_path):
         ("train", "lr_schedule", "linear", "train.lr_schedule"),
         ("train", "full_search_fraction", 1.5, "train.full_search_fraction"),
         ("search", "evaluation_move", "best", "search.evaluation_move"),
+        ("search", "c_scale", 0.0, "search.c_scale"),
+        ("search", "c_visit", -1.0, "search.c_visit"),
     ],
 )
 def test_impossible_values_name_the_field(section, field, value, message):

@@ -349,6 +349,22 @@ def test_evaluation_move_choices_take_wins_and_block_losses(evaluation_move):
     assert legal[live, out.action[live]].all()
 
 
+def test_a_larger_c_scale_follows_the_search_values_more_than_the_prior():
+    """The completed-Q transform's c_scale weighs Q against the prior: with a
+    larger one the improved policy puts more weight on the move that wins now
+    (Q = 1, the largest possible), whatever the untrained network prefers."""
+    _, variables = _network()
+    states = env.stack([env.from_moves(TACTICS[n][0]) for n in ["take_win", "win_full_columns"]])
+    weights = []
+    for c_scale in (0.01, 1.0):
+        config = SearchConfig(num_simulations=64, c_scale=c_scale)
+        out = _search_fn(config)(variables, jax.random.key(1), states, evaluation=True)
+        policy = np.asarray(out.policy)
+        weights.append([policy[0, 0], policy[1, 3]])  # the winning columns
+    assert np.all(np.asarray(weights[1]) > np.asarray(weights[0]))
+    assert np.all(np.asarray(weights[1]) > 0.9)
+
+
 @pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
 def test_policy_value_is_the_value_of_the_improved_policy(algorithm):
     out = _result(algorithm, True)
@@ -381,11 +397,13 @@ def test_the_children_evaluations_are_the_networks_on_the_child_positions(algori
         logits, value = evaluate(variables, env.step(states, jnp.full(len(ALL_MOVES), a)))
         rows = expanded[:, a]
         np.testing.assert_allclose(
-            np.asarray(out.child_logits)[rows, a], np.asarray(logits)[rows], atol=1e-5)
+            np.asarray(out.child_logits)[rows, a], np.asarray(logits)[rows], atol=1e-5
+        )
         # a child that ends the game is stored with value 0 (its result is the reward)
         live = rows & ~np.asarray(env.step(states, jnp.full(len(ALL_MOVES), a)).terminated)
         np.testing.assert_allclose(
-            np.asarray(out.child_value)[live, a], np.asarray(value)[live], atol=1e-5)
+            np.asarray(out.child_value)[live, a], np.asarray(value)[live], atol=1e-5
+        )
 
 
 def test_a_given_root_evaluation_replaces_the_roots_network_call():

@@ -1,0 +1,50 @@
+"""bench.ablate_search: search variants of one network on the same positions."""
+
+import json
+
+import pytest
+
+from bench import ablate_search
+from c4jax.config import SearchConfig
+
+
+def test_variants_replace_typed_fields():
+    base = SearchConfig(num_simulations=16)
+    assert ablate_search.parse_variant("base", base) is base
+    v = ablate_search.parse_variant("c_scale=0.3,algorithm=puct,max_num_considered_actions=4", base)
+    assert (v.c_scale, v.algorithm, v.max_num_considered_actions) == (0.3, "puct", 4)
+    assert v.num_simulations == 16
+    with pytest.raises(ValueError, match="c_scael"):
+        ablate_search.parse_variant("c_scael=0.3", base)
+    with pytest.raises(ValueError):
+        ablate_search.parse_variant("c_scale=high", base)
+
+
+def test_sign_test():
+    assert ablate_search.sign_test(0, 0) == 1.0
+    assert ablate_search.sign_test(5, 5) == 1.0
+    assert ablate_search.sign_test(10, 0) == pytest.approx(2 / 2**10)
+    assert ablate_search.sign_test(0, 10) == ablate_search.sign_test(10, 0)
+
+
+def test_runs_variants_on_pons_and_files_and_reports_pairs(tmp_path, capsys):
+    lines = (ablate_search.solver.DATA_DIR / "L1_R3.jsonl").read_text().splitlines()[:30]
+    dev = tmp_path / "dev_L1_R3.jsonl"
+    dev.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.json"
+    argv = ["--sims", "8", "--positions", "30", "--sets", f"L2_R1,{dev}"]
+    argv += ["--variant", "base", "--variant", "c_scale=1.0", "--json", str(out)]
+    assert ablate_search.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert set(result["results"]) == {"base", "c_scale=1.0"}
+    assert set(result["results"]["base"]) == {"L2_R1", "dev_L1_R3"}
+    for name, by_set in result["mistakes"].items():
+        for set_name, wrong in by_set.items():
+            rate = result["results"][name][set_name]["mistake_rate"]
+            assert rate == pytest.approx(len(wrong) / 30)
+    assert "paired against 'base'" in capsys.readouterr().out
+
+
+def test_bad_variant_is_a_usage_error():
+    with pytest.raises(SystemExit):
+        ablate_search.main(["--variant", "c_scale=-1", "--positions", "1"])
