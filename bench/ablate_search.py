@@ -48,7 +48,12 @@ def parse_variant(text: str, base: config.SearchConfig) -> config.SearchConfig:
                 f"variant {text!r}: expected FIELD=VALUE with FIELD one of {sorted(hints)}"
             )
         kind = hints[name]
-        changes[name] = kind(value) if kind in (int, float) else value
+        try:
+            changes[name] = kind(value) if kind in (int, float) else value
+        except ValueError:
+            raise ValueError(
+                f"variant {text!r}: {name} needs a {kind.__name__}, got {value!r}"
+            ) from None
     return dataclasses.replace(base, **changes)
 
 
@@ -103,14 +108,18 @@ def main(argv=None) -> int:
     else:
         run, _, step = args.checkpoint.partition(":")
         restored = checkpoints.restore_variables(run, int(step) if step else None)
+    if args.sims < 0:
+        parser.error(f"--sims: got {args.sims}, allowed: >= 0")
+    if args.positions is not None and args.positions < 1:
+        parser.error(f"--positions: got {args.positions}, allowed: >= 1")
     variants = args.variant or ["base"]
     try:
         configs = {v: parse_variant(v, restored.config.search) for v in variants}
         for c in configs.values():
             config.validate(dataclasses.replace(restored.config, search=c))
-    except ValueError as e:
+        sets = [load_positions(s).head(args.positions) for s in args.sets.split(",")]
+    except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
-    sets = [load_positions(s).head(args.positions) for s in args.sets.split(",")]
     apply_fn = network.make_apply_fn(network.make_network(restored.config.network))
     rows = {}
     mistakes = {name: {} for name in configs}  # positions (indices) each variant got wrong

@@ -21,7 +21,7 @@ import random
 import sys
 from pathlib import Path
 
-from c4jax.judge import solver
+from c4jax.judge import perfect, solver
 
 # Difficulty bands, in stones left to play under perfect play as ``moves_left``
 # counts them: every position of the six sets falls in its own set's band.
@@ -46,8 +46,12 @@ def moves_left(num_stones: int, score: int) -> int:
 
 def generate(like: str, num: int, seed: int, progress=None) -> list[dict]:
     """``num`` fresh positions shaped like the Pons set ``like`` (e.g. ``L1_R3``)."""
-    import bitbully
-
+    try:
+        import bitbully  # the [solver] extra
+    except ImportError:
+        raise perfect.MissingSolverError(
+            f"bench.devset labels positions with the bitbully solver: {perfect.INSTALL_HINT}"
+        ) from None
     reference = solver.load_set(like)
     histogram = collections.Counter(len(m) for m in reference.moves)
     lengths, weights = zip(*sorted(histogram.items()), strict=True)
@@ -85,20 +89,27 @@ def generate(like: str, num: int, seed: int, progress=None) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.devset", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--like", default="L1_R3", help="the Pons set to imitate")
     parser.add_argument("--num", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    if args.like.split("_")[-1] not in BANDS:
-        parser.error(f"--like: expected a Pons set name such as L1_R3, got {args.like!r}")
-    rows = generate(
-        args.like,
-        args.num,
-        args.seed,
-        progress=lambda n: print(f"\r{n}/{args.num}", end="", file=sys.stderr, flush=True),
-    )
+    if args.like not in solver.SET_NAMES:
+        parser.error(f"--like: unknown set {args.like!r}; allowed: {', '.join(solver.SET_NAMES)}")
+    if args.num < 1:
+        parser.error(f"--num: got {args.num}, allowed: >= 1")
+    try:
+        rows = generate(
+            args.like,
+            args.num,
+            args.seed,
+            progress=lambda n: print(f"\r{n}/{args.num}", end="", file=sys.stderr, flush=True),
+        )
+    except perfect.MissingSolverError as e:
+        parser.error(str(e))
     print(file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(row) + "\n" for row in rows))

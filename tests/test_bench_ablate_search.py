@@ -16,7 +16,7 @@ def test_variants_replace_typed_fields():
     assert v.num_simulations == 16
     with pytest.raises(ValueError, match="c_scael"):
         ablate_search.parse_variant("c_scael=0.3", base)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="c_scale needs a float, got 'high'"):
         ablate_search.parse_variant("c_scale=high", base)
 
 
@@ -45,6 +45,19 @@ def test_runs_variants_on_pons_and_files_and_reports_pairs(tmp_path, capsys):
     assert "paired against 'base'" in capsys.readouterr().out
 
 
-def test_bad_variant_is_a_usage_error():
-    with pytest.raises(SystemExit):
-        ablate_search.main(["--variant", "c_scale=-1", "--positions", "1"])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--variant", "c_scale=-1"], "search.c_scale"),
+        (["--variant", "c_scale=x"], "c_scale needs a float"),
+        (["--sets", "L9_R9"], "L9_R9"),
+        (["--sets", "missing/dev.jsonl"], "dev"),
+        (["--sims", "-1"], "--sims"),
+        (["--positions", "0"], "--positions"),
+    ],
+)
+def test_bad_input_is_a_usage_error_naming_it(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        ablate_search.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -53,3 +53,23 @@ def test_generated_positions_are_fresh_labelled_and_in_band(tmp_path):
 
 def test_same_seed_same_positions():
     assert devset.generate("L1_R2", 5, seed=1) == devset.generate("L1_R2", 5, seed=1)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["--like", "L4_R3"], "--like: unknown set 'L4_R3'"), (["--num", "0"], "--num")],
+)
+def test_bad_input_is_a_usage_error_naming_it(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        devset.main([*argv, "--out", str(tmp_path / "x.jsonl")])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_without_the_solver_the_error_says_how_to_install_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "bitbully", None)  # import bitbully -> ImportError
+    with pytest.raises(perfect.MissingSolverError, match="c4jax\\[solver\\]"):
+        devset.generate("L1_R3", 1, seed=0)
