@@ -44,6 +44,11 @@ class SearchConfig:
     """Gumbel: actions sampled at the root (7 = all)."""
     gumbel_scale: float = 1.0
     """Gumbel: scale of the root Gumbel noise in self-play (0 in evaluation)."""
+    gumbel_noise_moves: int = 42
+    """Gumbel, in self-play: the root noise is on while fewer than this many
+    stones are on the board, and off after, where self-play takes the search's
+    best move (AlphaZero's temperature drop; random openings still vary the
+    games). 42 = on for the whole game."""
     c_visit: float = 50.0
     """Gumbel: c_visit of the completed-Q transform, sigma(q) = (c_visit + max
     child visits) * c_scale * q (mctx's maxvisit_init)."""
@@ -199,6 +204,11 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         s.max_num_considered_actions,
     )
     check(s.gumbel_scale >= 0, "search.gumbel_scale", ">= 0", s.gumbel_scale)
+    check(
+        isinstance(s.gumbel_noise_moves, int) and 0 <= s.gumbel_noise_moves <= 42,
+        "search.gumbel_noise_moves", "an integer in 0..42 (42 = the whole game)",
+        s.gumbel_noise_moves,
+    )
     check(s.c_visit >= 0, "search.c_visit", ">= 0", s.c_visit)
     check(s.c_scale > 0, "search.c_scale", "> 0", s.c_scale)
     check(

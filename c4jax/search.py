@@ -197,6 +197,15 @@ def _children(tree: mctx.Tree) -> tuple[jax.Array, jax.Array, jax.Array]:
     return logits, value, expanded
 
 
+def _gumbel_scale(config: SearchConfig, state: env.State) -> float | jax.Array:
+    """Self-play's root Gumbel noise scale: a float, or [B, 1] float32 that is 0
+    from ``config.gumbel_noise_moves`` stones on (a game's best move from then on)."""
+    if config.gumbel_noise_moves >= env.NUM_CELLS:
+        return float(config.gumbel_scale)
+    noisy = state.num_moves < config.gumbel_noise_moves  # [B]
+    return jnp.where(noisy, jnp.float32(config.gumbel_scale), 0.0)[:, None]
+
+
 def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
     """Builds the search for self-play and evaluation.
 
@@ -270,7 +279,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                         value_scale=float(config.c_scale),
                     ),
                     max_num_considered_actions=int(config.max_num_considered_actions),
-                    gumbel_scale=0.0 if evaluation else float(config.gumbel_scale),
+                    gumbel_scale=0.0 if evaluation else _gumbel_scale(config, state),
                 )
                 policy = out.action_weights
                 action = out.action.astype(jnp.int32)

@@ -46,6 +46,8 @@ def test_round_trip_through_json(tmp_path):
         ("search", "evaluation_move", "best", "search.evaluation_move"),
         ("search", "c_scale", 0.0, "search.c_scale"),
         ("search", "c_visit", -1.0, "search.c_visit"),
+        ("search", "gumbel_noise_moves", 43, "search.gumbel_noise_moves"),
+        ("search", "gumbel_noise_moves", 2.5, "search.gumbel_noise_moves"),
     ],
 )
 def test_impossible_values_name_the_field(section, field, value, message):

@@ -365,6 +365,28 @@ def test_a_larger_c_scale_follows_the_search_values_more_than_the_prior():
     assert np.all(np.asarray(weights[1]) > 0.9)
 
 
+def test_gumbel_noise_stops_after_gumbel_noise_moves_stones():
+    """Self-play with the noise cut off at 10 stones: positions with 10 or more
+    stones get evaluation's noiseless search, whatever the key; earlier ones,
+    the empty boards among them, are still varied by the noise."""
+    _, variables = _network()
+    config = SearchConfig(num_simulations=NUM_SIMULATIONS, gumbel_noise_moves=10)
+    search_fn = _search_fn(config)
+    played = [
+        jax.tree.map(np.asarray, search_fn(variables, jax.random.key(k), _states())) for k in (1, 2)
+    ]
+    best = _result("gumbel", True)
+    num_moves = np.array([len(m) for m in ALL_MOVES])
+    late = num_moves >= 10
+    late[FINISHED_INDEX] = False
+    assert late.sum() > 10 and (~late).sum() > 10
+    for out in played:
+        np.testing.assert_array_equal(out.action[late], best.action[late])
+        np.testing.assert_allclose(out.policy[late], best.policy[late], atol=1e-5)
+    assert len(set(played[0].action[EMPTY].tolist())) > 1
+    assert not np.allclose(played[0].policy[~late], played[1].policy[~late], atol=1e-3)
+
+
 @pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
 def test_policy_value_is_the_value_of_the_improved_policy(algorithm):
     out = _result(algorithm, True)
