@@ -92,6 +92,43 @@ def paired_report(mistakes: dict[str, dict[str, list[int]]], reference: str) -> 
     return "\n".join(lines)
 
 
+def score_agents(
+    acts: dict[str, typing.Callable], sets: list[solver.PonsSet], *, seed: int = 0
+) -> tuple[dict[str, dict[str, dict]], dict[str, dict[str, list[int]]]]:
+    """Each agent's move on every position of every set, judged by the solver.
+
+    Args:
+        acts: name -> agent (``act(key, state[B]) -> action [B]``).
+        sets: the positions; every agent gets the same positions and keys.
+
+    Returns:
+        ``(rows, mistakes)``: ``rows[name][set]`` is ``solver.summarize``'s dict
+        and ``mistakes[name][set]`` the indices of the positions it got wrong.
+        One line per agent is printed as it finishes.
+    """
+    rows, mistakes = {}, {name: {} for name in acts}
+    for name, agent in acts.items():
+        start = time.perf_counter()
+        out = {}
+        for i, pons_set in enumerate(sets):
+            key = jax.random.fold_in(jax.random.key(seed), i)
+            chosen = solver.choose_moves(agent, key, pons_set, batch_size=500)
+            verdicts = solver.judge_moves(pons_set.move_scores, pons_set.legal, chosen)
+            out[pons_set.name] = solver.summarize(verdicts)
+            mistakes[name][pons_set.name] = np.flatnonzero(verdicts["mistake"]).tolist()
+        rows[name] = out
+        rates = "  ".join(f"{s} {100 * r['mistake_rate']:5.1f}" for s, r in out.items())
+        print(f"{name:40s} {rates}  ({time.perf_counter() - start:.0f} s)", flush=True)
+    return rows, mistakes
+
+
+def write_json(path: Path, header: dict, rows: dict, mistakes: dict) -> None:
+    """``header`` plus the results and the mistaken positions' indices, as JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {**header, "results": rows, "mistakes": mistakes}
+    path.write_text(json.dumps(record, indent=1, default=float))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ablate_search")
     parser.add_argument("--checkpoint", default=None, help="RUN_DIR[:STEP]; default: pretrained")
@@ -121,39 +158,19 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
     apply_fn = network.make_apply_fn(network.make_network(restored.config.network))
-    rows = {}
-    mistakes = {name: {} for name in configs}  # positions (indices) each variant got wrong
-    for name, search_config in configs.items():
-        act = agents.make_alphazero_act(apply_fn, search_config, num_simulations=args.sims)
-        agent = functools.partial(act, restored.variables)
-        start = time.perf_counter()
-        out = {}
-        for i, pons_set in enumerate(sets):
-            key = jax.random.fold_in(jax.random.key(args.seed), i)
-            chosen = solver.choose_moves(agent, key, pons_set, batch_size=500)
-            verdicts = solver.judge_moves(pons_set.move_scores, pons_set.legal, chosen)
-            out[pons_set.name] = solver.summarize(verdicts)
-            mistakes[name][pons_set.name] = np.flatnonzero(verdicts["mistake"]).tolist()
-        rows[name] = out
-        rates = "  ".join(f"{s} {100 * r['mistake_rate']:5.1f}" for s, r in out.items())
-        print(f"{name:40s} {rates}  ({time.perf_counter() - start:.0f} s)", flush=True)
+    acts = {
+        name: functools.partial(
+            agents.make_alphazero_act(apply_fn, c, num_simulations=args.sims), restored.variables
+        )
+        for name, c in configs.items()
+    }
+    rows, mistakes = score_agents(acts, sets, seed=args.seed)
     print(solver.format_table(rows))
     if len(configs) > 1:
         print(paired_report(mistakes, variants[0]))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "checkpoint": args.checkpoint or "pretrained",
-                    "sims": args.sims,
-                    "results": rows,
-                    "mistakes": mistakes,
-                },
-                indent=1,
-                default=float,
-            )
-        )
+        header = {"checkpoint": args.checkpoint or "pretrained", "sims": args.sims}
+        write_json(args.json, header, rows, mistakes)
     return 0
 
 

@@ -1,0 +1,39 @@
+"""bench.compare_checkpoints: several networks on the same positions."""
+
+import json
+
+import pytest
+
+from bench import compare_checkpoints
+
+
+def test_the_shipped_agent_beats_a_tiny_run_on_the_same_positions(tiny_run, tmp_path, capsys):
+    out = tmp_path / "out.json"
+    tiny = f"{tiny_run}:4"
+    argv = [tiny, "pretrained", "--sims", "8", "--sets", "L2_R1", "--positions", "60"]
+    assert compare_checkpoints.main(argv + ["--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    rates = {name: rows["L2_R1"]["mistake_rate"] for name, rows in result["results"].items()}
+    for name, by_set in result["mistakes"].items():
+        assert rates[name] == pytest.approx(len(by_set["L2_R1"]) / 60)
+    assert rates["pretrained"] < rates[tiny]
+    wrong = {name: set(by_set["L2_R1"]) for name, by_set in result["mistakes"].items()}
+    fixed, broken = len(wrong[tiny] - wrong["pretrained"]), len(wrong["pretrained"] - wrong[tiny])
+    assert fixed > broken
+    printed = capsys.readouterr().out
+    assert f"paired against {tiny!r}" in printed and f"L2_R1 {fixed}/{broken}" in printed
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["pretrained", "pretrained"], "named twice"),
+        (["pretrained", "--sims", "-1"], "--sims"),
+        (["pretrained", "--positions", "0"], "--positions"),
+        (["pretrained", "--sets", "L9_R9"], "L9_R9"),
+        (["no_such_run:10"], "no_such_run"),
+        (["runs/x:last"], "STEP a whole number"),
+    ],
+)
+def test_bad_input_is_a_usage_error_naming_it(argv, message, usage_error):
+    assert message in usage_error(compare_checkpoints.main, argv)
