@@ -65,6 +65,16 @@ def load_positions(spec: str) -> solver.PonsSet:
     return solver.load_set(spec)
 
 
+def restore(spec: str) -> checkpoints.NetworkCheckpoint:
+    """``RUN:STEP``, ``RUN`` (its newest checkpoint) or ``pretrained``."""
+    if spec == "pretrained":
+        return checkpoints.load_exported()
+    run, _, step = spec.partition(":")
+    if step and not step.isdigit():
+        raise ValueError(f"{spec!r}: expected RUN:STEP with STEP a whole number")
+    return checkpoints.restore_variables(run, int(step) if step else None)
+
+
 def sign_test(wins: int, losses: int) -> float:
     """Two-sided exact sign-test p-value of ``wins`` against ``losses`` (ties dropped)."""
     n = wins + losses
@@ -140,11 +150,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()
-    if args.checkpoint is None:
-        restored = checkpoints.load_exported()
-    else:
-        run, _, step = args.checkpoint.partition(":")
-        restored = checkpoints.restore_variables(run, int(step) if step else None)
+    try:
+        restored = restore(args.checkpoint or "pretrained")
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
     if args.sims < 0:
         parser.error(f"--sims: got {args.sims}, allowed: >= 0")
     if args.positions is not None and args.positions < 1:

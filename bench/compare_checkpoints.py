@@ -5,7 +5,7 @@ A training change is screened by comparing its run with the unchanged preset's
 runs at the same iteration (same learning-rate schedule, stopped early): at 260
 iterations of the ``strong`` preset two seeds agree within a few tenths of a
 point on 2000 opening positions, so a change that moves them by two points shows
-after a quarter of the two hours. Prints each checkpoint's mistake rates, then
+in under half of the two hours. Prints each checkpoint's mistake rates, then
 how many positions each one gets right that the first gets wrong and the
 reverse, with a sign test.
 
@@ -20,19 +20,15 @@ import functools
 import sys
 from pathlib import Path
 
-from bench.ablate_search import load_positions, paired_report, score_agents, write_json
+from bench.ablate_search import (
+    load_positions,
+    paired_report,
+    restore,
+    score_agents,
+    write_json,
+)
 from c4jax import checkpoints, network
 from c4jax.judge import agents, solver
-
-
-def restore(spec: str) -> checkpoints.NetworkCheckpoint:
-    """``RUN:STEP``, ``RUN`` (its newest checkpoint) or ``pretrained``."""
-    if spec == "pretrained":
-        return checkpoints.load_exported()
-    run, _, step = spec.partition(":")
-    if step and not step.isdigit():
-        raise ValueError(f"{spec!r}: expected RUN:STEP with STEP a whole number")
-    return checkpoints.restore_variables(run, int(step) if step else None)
 
 
 def main(argv=None) -> int:

@@ -54,6 +54,8 @@ def test_runs_variants_on_pons_and_files_and_reports_pairs(tmp_path, capsys):
         (["--sets", "missing/dev.jsonl"], "dev"),
         (["--sims", "-1"], "--sims"),
         (["--positions", "0"], "--positions"),
+        (["--checkpoint", "runs/x:last"], "STEP a whole number"),
+        (["--checkpoint", "no_such_run:10"], "no_such_run"),
     ],
 )
 def test_bad_input_is_a_usage_error_naming_it(argv, message, capsys):
