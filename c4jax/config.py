@@ -28,6 +28,9 @@ class NetworkConfig:
     """Convolution channels in every block."""
     kernel_size: int = 3
     """Side of the square convolution kernels."""
+    value_channels: int = 1
+    """1x1 convolution channels of the value head, before its hidden dense layer
+    (AlphaZero's 1; more give the value more of the board's features)."""
     bfloat16: bool = False
     """Compute in bfloat16 (parameters and outputs stay float32)."""
 
@@ -186,6 +189,7 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     for name, value in [
         ("network.num_blocks", n.num_blocks),
         ("network.channels", n.channels),
+        ("network.value_channels", n.value_channels),
         ("search.num_simulations", s.num_simulations),
         ("train.num_iterations", t.num_iterations),
         ("train.selfplay_batch", t.selfplay_batch),

@@ -140,6 +140,7 @@ def make_network(config: NetworkConfig) -> PolicyValueNet:
         num_blocks=config.num_blocks,
         channels=config.channels,
         kernel_size=config.kernel_size,
+        value_channels=config.value_channels,
         dtype=jnp.bfloat16 if config.bfloat16 else jnp.float32,
     )
 

@@ -35,6 +35,7 @@ def test_round_trip_through_json(tmp_path):
         ("search", "max_num_considered_actions", 9, "search.max_num_considered_actions"),
         ("eval", "games", 3, "eval.games"),
         ("network", "kernel_size", 4, "network.kernel_size"),
+        ("network", "value_channels", 0, "network.value_channels"),
         ("train", "random_opening_moves", -1, "train.random_opening_moves"),
         ("train", "random_opening_moves", 42, "train.random_opening_moves"),
         ("train", "value_target_q", 1.5, "train.value_target_q"),

@@ -6,6 +6,7 @@ them with npm into ~/.cache/c4jax the first time; without npm (or Chromium) it
 is skipped with the reason.
 """
 
+import dataclasses
 import functools
 import http.server
 import sys
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 from c4jax import checkpoints, env, export, network
+from c4jax import config as config_lib
 
 onnx_export = pytest.importorskip("c4jax.onnx_export")
 ort = pytest.importorskip("onnxruntime")
@@ -63,6 +65,21 @@ def test_onnx_model_matches_the_pretrained_network():
 
 def test_onnx_model_matches_a_run_network(tiny_run):
     _check_parity(checkpoints.restore_variables(tiny_run))
+
+
+def test_onnx_model_matches_a_network_with_a_wider_value_head():
+    config = config_lib.load("tiny")
+    config = dataclasses.replace(
+        config, network=dataclasses.replace(config.network, value_channels=4)
+    )
+    net = network.make_network(config.network)
+    variables = network.init_variables(net, jax.random.key(3))
+    # The heads' last layers start ~0: scale them up so that the outputs say something.
+    params = dict(variables["params"])
+    for name in ("Dense_0", "Dense_2"):
+        params[name] = jax.tree.map(lambda x: x * 300.0, params[name])
+    variables = {"params": params, "batch_stats": variables["batch_stats"]}
+    _check_parity(checkpoints.NetworkCheckpoint(config=config, variables=variables, step=0))
 
 
 def test_without_the_export_extra_the_command_says_what_to_install(

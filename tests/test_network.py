@@ -159,8 +159,9 @@ def test_bfloat16_computes_in_bfloat16_and_returns_float32(small, train_apply):
 
 
 def test_make_network_reads_the_config():
-    net = network.make_network(NetworkConfig(num_blocks=3, channels=24, kernel_size=5))
-    assert (net.num_blocks, net.channels, net.kernel_size) == (3, 24, 5)
+    config = NetworkConfig(num_blocks=3, channels=24, kernel_size=5, value_channels=4)
+    net = network.make_network(config)
+    assert (net.num_blocks, net.channels, net.kernel_size, net.value_channels) == (3, 24, 5, 4)
     assert net.dtype == jnp.float32
 
 
@@ -198,9 +199,11 @@ def test_fold_conv_bn_is_the_batchnorm_of_the_convolution():
     np.testing.assert_allclose(kernel.ravel()[0] * x + bias[0], 3 * (2 * x - 1) / 2 + 0.5)
 
 
-@pytest.mark.parametrize("kernel_size", [3, 5])
-def test_folded_inference_equals_the_module(kernel_size):
-    config = NetworkConfig(num_blocks=2, channels=8, kernel_size=kernel_size)
+@pytest.mark.parametrize("kernel_size, value_channels", [(3, 1), (5, 1), (3, 4)])
+def test_folded_inference_equals_the_module(kernel_size, value_channels):
+    config = NetworkConfig(
+        num_blocks=2, channels=8, kernel_size=kernel_size, value_channels=value_channels
+    )
     net = network.make_network(config)
     variables = _perturbed(network.init_variables(net, jax.random.key(1)), seed=2)
     obs = _random_obs(3)
@@ -215,3 +218,5 @@ def test_folded_inference_equals_the_module(kernel_size):
     assert len(folded["blocks"]) == 2
     kernel, bias = folded["stem"]
     assert kernel.shape == (kernel_size, kernel_size, 2, 8) and bias.shape == (8,)
+    assert folded["value"][0].shape == (1, 1, 8, value_channels)
+    assert folded["value_hidden"][0].shape == (6 * 7 * value_channels, 256)
