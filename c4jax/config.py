@@ -113,6 +113,9 @@ class TrainConfig:
     what positions up to the last random move teach is ``opening_targets``."""
     value_target_q: float = 0.0
     """Value target (1 - w) * game result + w * search value of the position (0 = result only)."""
+    value_target_lambda: float = 0.0
+    """With value_target_q > 0: the search value in the target is the TD(lambda)
+    return of the game's search values (0 = the position's own; selfplay doc)."""
     value_length_shaping: float = 0.0
     """Game-length shaping of the result in the value target (DeepFour): a decided
     game counts +-(1 - s * n / 42) for a position n plies before its end, so quick
@@ -265,6 +268,10 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         "train.random_opening_moves", "an integer in 0..41 (0 = off)", t.random_opening_moves,
     )
     check(0 <= t.value_target_q <= 1, "train.value_target_q", "0..1", t.value_target_q)
+    check(
+        0 <= t.value_target_lambda < 1, "train.value_target_lambda", "0 <= l < 1",
+        t.value_target_lambda,
+    )
     check(
         0 <= t.value_length_shaping < 1, "train.value_length_shaping", "0 <= s < 1",
         t.value_length_shaping,

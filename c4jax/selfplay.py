@@ -19,6 +19,13 @@ Two options widen what the network learns from:
 * ``value_target_q = w``: the value target is ``(1 - w) z + w q``, with ``z``
   the game result and ``q`` the search's value of its improved policy
   (``SearchOutput.policy_value``).
+* ``value_target_lambda = l`` (with ``value_target_q = w > 0``): ``q`` is not
+  the position's own search value ``v_t`` but the lambda-return of the search
+  values along the game actually played, ``G_t = (1 - l) v_t + l (-G_{t+1})``,
+  ending in the mover's game result after the last move (``lambda_returns``):
+  TD(lambda) over the searches, so a position's target also hears the later
+  searches, which see its consequences deeper. ``l = 0`` is ``v_t``; ``l -> 1``
+  the game result.
 * ``value_length_shaping = s``: the game result ``z`` of a decided game is
   shrunk with the plies ``n`` from the position to the game's end,
   ``z (1 - s n / 42)``, so that the network learns to prefer quick wins and
@@ -130,6 +137,35 @@ def randomised(done: jax.Array, random: jax.Array) -> jax.Array:
     return marked
 
 
+def lambda_returns(
+    done: jax.Array, terminal: jax.Array, values: jax.Array, lam: float
+) -> jax.Array:
+    """[T, B] float32 lambda-returns of the search values along each game.
+
+    ``G_t = (1 - lam) v_t + lam b_t`` with ``b_t`` the mover's result of the game
+    if the move at t ended it, else ``-G_{t+1}`` (the next position's return,
+    from the other player's side). Meaningful only where the game has ended.
+
+    Args:
+        done: [T, B] bool, the move at t ended its game.
+        terminal: [T, B] float32 the game's result for the player to move at t,
+            read where ``done``.
+        values: [T, B] float32 search values v_t, for the player to move at t.
+        lam: lambda in [0, 1].
+    """
+
+    def backward(later, x):
+        done_t, terminal_t, value_t = x
+        here = (1.0 - lam) * value_t + lam * jnp.where(done_t, terminal_t, -later)
+        return here, here
+
+    start = jnp.zeros(done.shape[1:], jnp.float32)
+    _, returns = jax.lax.scan(
+        backward, start, (done, terminal.astype(jnp.float32), values), reverse=True
+    )
+    return returns
+
+
 def plies_to_end(done: jax.Array, num_moves: jax.Array) -> jax.Array:
     """[T, B] int32 plies from each position to the end of its game, the move
     played there included (1 for the last position); 0 where the game has not ended.
@@ -160,6 +196,7 @@ def make_selfplay(
     num_steps: int,
     random_opening_moves: int = 0,
     value_target_q: float = 0.0,
+    value_target_lambda: float = 0.0,
     value_length_shaping: float = 0.0,
     opening_targets: str = "drop",
     evaluate_fn: Callable | None = None,
@@ -175,6 +212,8 @@ def make_selfplay(
         num_steps: T, moves each game advances per call.
         random_opening_moves: K, each game opens with k ~ U{0..K} random moves.
         value_target_q: w in [0, 1], weight of the search value in the target.
+        value_target_lambda: l in [0, 1), the search value in the target is the
+            lambda-return of the game's search values (module doc; 0 = its own).
         value_length_shaping: s in [0, 1), shrinks a decided game's result by
             ``1 - s n / 42``, n the plies to its end (module doc; 0 = off).
         opening_targets: ``"drop"`` leaves the positions up to a game's last
@@ -196,6 +235,8 @@ def make_selfplay(
 
     if opening_targets not in ("drop", "search"):
         raise ValueError(f"opening_targets: 'drop' or 'search', got {opening_targets!r}")
+    if not 0 <= value_target_lambda < 1:
+        raise ValueError(f"value_target_lambda: in [0, 1), got {value_target_lambda!r}")
     if not 0 <= value_length_shaping < 1:
         raise ValueError(f"value_length_shaping: in [0, 1), got {value_length_shaping!r}")
     if not 0 < full_search_fraction <= 1:
@@ -301,7 +342,11 @@ def make_selfplay(
         if value_length_shaping:
             plies = plies_to_end(window.done, window.state.num_moves)
             z = z * (1.0 - value_length_shaping * plies / env.NUM_CELLS)
-        value = (1.0 - value_target_q) * z + value_target_q * window.search_value
+        q = window.search_value
+        if value_target_lambda:
+            terminal = value_targets(window.winner, window.state.current_player)
+            q = lambda_returns(window.done, terminal, q, value_target_lambda)
+        value = (1.0 - value_target_q) * z + value_target_q * q
         value = jnp.where(tainted, window.search_value, value)  # only kept with "search"
 
         flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731

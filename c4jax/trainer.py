@@ -97,6 +97,7 @@ class Trainer:
             num_steps=config.train.selfplay_steps,
             random_opening_moves=config.train.random_opening_moves,
             value_target_q=config.train.value_target_q,
+            value_target_lambda=config.train.value_target_lambda,
             value_length_shaping=config.train.value_length_shaping,
             opening_targets=config.train.opening_targets,
             evaluate_fn=search.make_evaluate(self.apply_fn),

@@ -39,6 +39,7 @@ def test_round_trip_through_json(tmp_path):
         ("train", "random_opening_moves", -1, "train.random_opening_moves"),
         ("train", "random_opening_moves", 42, "train.random_opening_moves"),
         ("train", "value_target_q", 1.5, "train.value_target_q"),
+        ("train", "value_target_lambda", 1.0, "train.value_target_lambda"),
         ("train", "value_length_shaping", 1.0, "train.value_length_shaping"),
         ("train", "opening_targets", "keep", "train.opening_targets"),
         ("train", "full_search_fraction", 0.0, "train.full_search_fraction"),

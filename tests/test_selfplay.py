@@ -97,6 +97,39 @@ def test_value_target_mixes_the_result_with_the_search_value():
     np.testing.assert_allclose(value, np.where(player == 0, 0.875, -0.875))
 
 
+def test_lambda_returns_bootstrap_on_the_later_searches_of_the_same_game():
+    #      game 1: the third move wins   game 2: the second move draws   running
+    done = jnp.array([0, 0, 1, 0, 1, 0], bool)[:, None]
+    terminal = jnp.array([0, 0, 1, 0, 0, 0], jnp.float32)[:, None]
+    values = jnp.array([0.2, -0.4, 0.6, 0.1, 0.3, 0.9], jnp.float32)[:, None]
+    got = selfplay.lambda_returns(done, terminal, values, 0.5)[:5, 0]
+    # G2 = .5 * .6 + .5 * 1 = .8; G1 = .5 * -.4 - .5 * .8 = -.6; G0 = .1 + .3 = .4
+    # G4 = .5 * .3 + .5 * 0 = .15; G3 = .05 - .075 = -.025 (game 1 does not leak in)
+    np.testing.assert_allclose(got, [0.4, -0.6, 0.8, -0.025, 0.15], atol=1e-6)
+    # lambda = 0 is the search value itself.
+    np.testing.assert_allclose(selfplay.lambda_returns(done, terminal, values, 0.0), values)
+
+
+def test_value_target_lambda_mixes_the_later_searches_into_the_target():
+    # 1212121, search values +0.5 / -0.5 for the first / second player, the first
+    # player wins with the move at 6 stones: G_6 = .5 * .5 + .5 * 1, G_t = .5 v_t - .5 G_{t+1}.
+    _, [(positions, valid, _)] = _run(
+        num_steps=7, chunks=1, value_target_q=1.0, value_target_lambda=0.5
+    )
+    moves = np.asarray(positions.state.num_moves)[valid]
+    value = np.asarray(positions.value)[valid]
+    want, later = {}, None
+    for m in range(6, -1, -1):
+        v = 0.5 if m % 2 == 0 else -0.5
+        want[m] = 0.5 * v + 0.5 * (1.0 if later is None else -later)
+        later = want[m]
+    np.testing.assert_allclose(value, [want[m] for m in moves], rtol=1e-6)
+    # The winner's side is valued above its own search's 0.5 near the end.
+    assert value[moves == 6][0] == pytest.approx(0.75) and value[moves == 5][0] < -0.5
+    with pytest.raises(ValueError, match="value_target_lambda"):
+        selfplay.make_selfplay(_scripted, num_steps=7, value_target_lambda=1.0)
+
+
 def test_length_shaping_prefers_quick_wins_and_slow_losses():
     # 1212121: the position with m stones is 7 - m plies from the first player's win.
     _, [(positions, valid, _)] = _run(num_steps=7, chunks=1, value_length_shaping=0.5)
