@@ -5,18 +5,24 @@ A training change is screened by comparing its run with the unchanged preset's
 runs at the same iteration (same learning-rate schedule, stopped early): at 260
 iterations of the ``strong`` preset two seeds agree within a few tenths of a
 point on 2000 opening positions, so a change that moves them by two points shows
-in under half of the two hours. Prints each checkpoint's mistake rates, then
+in under half of the two hours. Results saved earlier with ``--json`` come back
+with ``--reference FILE.json``, so a run whose checkpoints are gone still
+serves as a baseline (the same positions, matched by set name and size, and the
+same ``--sims``). Prints each checkpoint's mistake rates, then
 how many positions each one gets right that the first gets wrong and the
 reverse, with a sign test.
 
     python -m bench.compare_checkpoints runs/strong5:260 runs/strong7:260 runs/new:260 \\
         --sims 64 --sets L1_R3,bench/data/dev_L1_R3.jsonl --json OUT.json
+    python -m bench.compare_checkpoints runs/new:260 --reference OUT.json --sims 64 \
+        --sets L1_R3,bench/data/dev_L1_R3.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import sys
 from pathlib import Path
 
@@ -39,6 +45,10 @@ def main(argv=None) -> int:
     parser.add_argument("--positions", type=int, default=None, help="the first N of each set")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--reference", type=Path, action="append", default=[],
+        help="an earlier --json of this tool: its checkpoints' results join the comparison",
+    )
     args = parser.parse_args(argv)
     if args.sims < 0:
         parser.error(f"--sims: got {args.sims}, allowed: >= 0")
@@ -50,20 +60,65 @@ def main(argv=None) -> int:
     try:
         sets = [load_positions(s).head(args.positions) for s in args.sets.split(",")]
         restored = {spec: restore(spec) for spec in args.checkpoints}
+        earlier_rows, earlier_mistakes = load_references(args.reference, sets, args.sims)
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
+    twice = sorted(set(earlier_rows) & set(args.checkpoints))
+    if twice:
+        parser.error(f"a checkpoint is named twice (also in a --reference): {twice}")
     acts = {}
     for spec, r in restored.items():
         apply_fn = network.make_apply_fn(network.make_network(r.config.network))
         act = agents.make_alphazero_act(apply_fn, r.config.search, num_simulations=args.sims)
         acts[spec] = functools.partial(act, r.variables)
     rows, mistakes = score_agents(acts, sets, seed=args.seed)
+    rows, mistakes = {**earlier_rows, **rows}, {**earlier_mistakes, **mistakes}
     print(solver.format_table(rows))
-    if len(acts) > 1:
-        print(paired_report(mistakes, args.checkpoints[0]))
+    if len(rows) > 1:
+        print(paired_report(mistakes, next(iter(rows))))
     if args.json:
         write_json(args.json, {"sims": args.sims}, rows, mistakes)
     return 0
+
+
+def load_references(
+    paths: list[Path], sets: list[solver.PonsSet], sims: int
+) -> tuple[dict[str, dict[str, dict]], dict[str, dict[str, list[int]]]]:
+    """The results of earlier ``--json`` files for ``sets``, as ``score_agents`` gives them.
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        ValueError: a file is not this tool's JSON, was measured at other than
+            ``sims`` simulations, or lacks one of ``sets`` (by name and size).
+    """
+    rows, mistakes = {}, {}
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"--reference {path}: no such file")
+        try:
+            record = json.loads(path.read_text())
+            saved_sims, saved_rows, saved_mistakes = (
+                record["sims"], record["results"], record["mistakes"]
+            )
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"--reference {path}: not a --json of this tool ({e})") from None
+        if saved_sims != sims:
+            raise ValueError(
+                f"--reference {path}: measured at {saved_sims} simulations, not {sims}"
+            )
+        for name, by_set in saved_rows.items():
+            if name in rows:
+                raise ValueError(f"--reference {path}: {name!r} is named twice")
+            for pons_set in sets:
+                row = by_set.get(pons_set.name)
+                if row is None or row["positions"] != len(pons_set):
+                    raise ValueError(
+                        f"--reference {path}: {name!r} has no result on the "
+                        f"{len(pons_set)} positions of {pons_set.name}"
+                    )
+            rows[name] = {p.name: by_set[p.name] for p in sets}
+            mistakes[name] = {p.name: saved_mistakes[name][p.name] for p in sets}
+    return rows, mistakes
 
 
 if __name__ == "__main__":

@@ -24,6 +24,34 @@ def test_the_shipped_agent_beats_a_tiny_run_on_the_same_positions(tiny_run, tmp_
     assert f"paired against {tiny!r}" in printed and f"L2_R1 {fixed}/{broken}" in printed
 
 
+def test_saved_results_serve_as_the_reference(tiny_run, tmp_path, capsys):
+    """A run evaluated earlier (its checkpoints since deleted) is compared from its JSON:
+    the same rates and the same paired counts as evaluating both together."""
+    tiny, both, saved = f"{tiny_run}:4", tmp_path / "both.json", tmp_path / "saved.json"
+    common = ["--sims", "8", "--sets", "L2_R1", "--positions", "40"]
+    assert compare_checkpoints.main([tiny, "pretrained", *common, "--json", str(both)]) == 0
+    together = capsys.readouterr().out.splitlines()[-1]
+    assert compare_checkpoints.main([tiny, *common, "--json", str(saved)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "later.json"
+    argv = ["pretrained", "--reference", str(saved), *common, "--json", str(out)]
+    assert compare_checkpoints.main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == together  # tiny fixed / broken
+    assert json.loads(out.read_text()) == json.loads(both.read_text())
+    # The saved results only stand for the same positions at the same simulations.
+    for bad, message in [
+        (["--sims", "16", "--sets", "L2_R1", "--positions", "40"], "8 simulations, not 16"),
+        (["--sims", "8", "--sets", "L2_R1", "--positions", "50"], "50 positions of L2_R1"),
+        (["--sims", "8", "--sets", "L1_R1", "--positions", "40"], "positions of L1_R1"),
+    ]:
+        with pytest.raises(SystemExit):
+            compare_checkpoints.main(["pretrained", "--reference", str(saved), *bad])
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        compare_checkpoints.main([tiny, "--reference", str(saved), *common])
+    assert "named twice" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -33,6 +61,7 @@ def test_the_shipped_agent_beats_a_tiny_run_on_the_same_positions(tiny_run, tmp_
         (["pretrained", "--sets", "L9_R9"], "L9_R9"),
         (["no_such_run:10"], "no_such_run"),
         (["runs/x:last"], "STEP a whole number"),
+        (["pretrained", "--reference", "no_such.json"], "no_such.json"),
     ],
 )
 def test_bad_input_is_a_usage_error_naming_it(argv, message, usage_error):
