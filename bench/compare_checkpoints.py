@@ -46,7 +46,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
-        "--reference", type=Path, action="append", default=[],
+        "--reference",
+        type=Path,
+        action="append",
+        default=[],
         help="an earlier --json of this tool: its checkpoints' results join the comparison",
     )
     args = parser.parse_args(argv)
@@ -98,7 +101,9 @@ def load_references(
         try:
             record = json.loads(path.read_text())
             saved_sims, saved_rows, saved_mistakes = (
-                record["sims"], record["results"], record["mistakes"]
+                record["sims"],
+                record["results"],
+                record["mistakes"],
             )
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"--reference {path}: not a --json of this tool ({e})") from None
