@@ -273,6 +273,11 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         t.value_target_lambda,
     )
     check(
+        t.value_target_lambda == 0 or t.value_target_q > 0, "train.value_target_lambda",
+        "0 while train.value_target_q is 0 (it shapes the search value's share)",
+        t.value_target_lambda,
+    )
+    check(
         0 <= t.value_length_shaping < 1, "train.value_length_shaping", "0 <= s < 1",
         t.value_length_shaping,
     )

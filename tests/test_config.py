@@ -59,6 +59,15 @@ def test_impossible_values_name_the_field(section, field, value, message):
         config_lib.validate(dataclasses.replace(cfg, **{section: sub}))
 
 
+def test_value_target_lambda_needs_a_search_value_share():
+    cfg = config_lib.load("tiny")
+    train = dataclasses.replace(cfg.train, value_target_q=0.0, value_target_lambda=0.5)
+    with pytest.raises(ValueError, match=r"train\.value_target_lambda.*value_target_q is 0"):
+        config_lib.validate(dataclasses.replace(cfg, train=train))
+    train = dataclasses.replace(train, value_target_q=0.5)
+    assert config_lib.validate(dataclasses.replace(cfg, train=train)).train == train
+
+
 def test_batch_must_divide_by_device_count():
     cfg = config_lib.load("tiny")
     message = r"train\.selfplay_batch.*multiple of the device count \(3\)"
