@@ -8,7 +8,7 @@ point on 2000 opening positions, so a change that moves them by two points shows
 in under half of the two hours. Results saved earlier with ``--json`` come back
 with ``--reference FILE.json``, so a run whose checkpoints are gone still
 serves as a baseline (the same positions, matched by set name and size, and the
-same ``--sims``). Prints each checkpoint's mistake rates, then
+same ``--sims`` and ``--seed``); they are listed first. Prints each checkpoint's mistake rates, then
 how many positions each one gets right that the first gets wrong and the
 reverse, with a sign test.
 
@@ -50,7 +50,8 @@ def main(argv=None) -> int:
         type=Path,
         action="append",
         default=[],
-        help="an earlier --json of this tool: its checkpoints' results join the comparison",
+        help="an earlier --json of this tool: its checkpoints' results join the comparison, "
+        "listed first (the first of them is the one the others are paired against)",
     )
     args = parser.parse_args(argv)
     if args.sims < 0:
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
     try:
         sets = [load_positions(s).head(args.positions) for s in args.sets.split(",")]
         restored = {spec: restore(spec) for spec in args.checkpoints}
-        earlier_rows, earlier_mistakes = load_references(args.reference, sets, args.sims)
+        earlier_rows, earlier_mistakes = load_references(args.reference, sets, args.sims, args.seed)
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
     twice = sorted(set(earlier_rows) & set(args.checkpoints))
@@ -80,19 +81,22 @@ def main(argv=None) -> int:
     if len(rows) > 1:
         print(paired_report(mistakes, next(iter(rows))))
     if args.json:
-        write_json(args.json, {"sims": args.sims}, rows, mistakes)
+        write_json(args.json, {"sims": args.sims, "seed": args.seed}, rows, mistakes)
     return 0
 
 
 def load_references(
-    paths: list[Path], sets: list[solver.PonsSet], sims: int
+    paths: list[Path], sets: list[solver.PonsSet], sims: int, seed: int
 ) -> tuple[dict[str, dict[str, dict]], dict[str, dict[str, list[int]]]]:
     """The results of earlier ``--json`` files for ``sets``, as ``score_agents`` gives them.
+
+    A file written before the seed was saved counts as seed 0 (the default then).
 
     Raises:
         FileNotFoundError: a file is missing.
         ValueError: a file is not this tool's JSON, was measured at other than
-            ``sims`` simulations, or lacks one of ``sets`` (by name and size).
+            ``sims`` simulations or ``seed``, or lacks one of ``sets`` (by name
+            and size).
     """
     rows, mistakes = {}, {}
     for path in paths:
@@ -100,29 +104,26 @@ def load_references(
             raise FileNotFoundError(f"--reference {path}: no such file")
         try:
             record = json.loads(path.read_text())
-            saved_sims, saved_rows, saved_mistakes = (
-                record["sims"],
-                record["results"],
-                record["mistakes"],
-            )
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"--reference {path}: not a --json of this tool ({e})") from None
-        if saved_sims != sims:
-            raise ValueError(
-                f"--reference {path}: measured at {saved_sims} simulations, not {sims}"
-            )
-        for name, by_set in saved_rows.items():
-            if name in rows:
-                raise ValueError(f"--reference {path}: {name!r} is named twice")
-            for pons_set in sets:
-                row = by_set.get(pons_set.name)
-                if row is None or row["positions"] != len(pons_set):
-                    raise ValueError(
-                        f"--reference {path}: {name!r} has no result on the "
-                        f"{len(pons_set)} positions of {pons_set.name}"
-                    )
-            rows[name] = {p.name: by_set[p.name] for p in sets}
-            mistakes[name] = {p.name: saved_mistakes[name][p.name] for p in sets}
+            saved = (record["sims"], record.get("seed", 0))
+            if saved != (sims, seed):
+                raise ValueError(
+                    f"--reference {path}: measured at {saved[0]} simulations with seed "
+                    f"{saved[1]}, not {sims} simulations with seed {seed}"
+                )
+            for name, by_set in record["results"].items():
+                if name in rows:
+                    raise ValueError(f"--reference {path}: {name!r} is named twice")
+                for pons_set in sets:
+                    row = by_set.get(pons_set.name)
+                    if row is None or row["positions"] != len(pons_set):
+                        raise ValueError(
+                            f"--reference {path}: {name!r} has no result on the "
+                            f"{len(pons_set)} positions of {pons_set.name}"
+                        )
+                rows[name] = {p.name: by_set[p.name] for p in sets}
+                mistakes[name] = {p.name: record["mistakes"][name][p.name] for p in sets}
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"--reference {path}: not a --json of this tool ({e!r})") from None
     return rows, mistakes
 
 

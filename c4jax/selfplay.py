@@ -25,7 +25,9 @@ Two options widen what the network learns from:
   ending in the mover's game result after the last move (``lambda_returns``):
   TD(lambda) over the searches, so a position's target also hears the later
   searches, which see its consequences deeper. ``l = 0`` is ``v_t``; ``l -> 1``
-  the game result.
+  the game result. The chain runs through every searched position of the game,
+  the fast searches of playout cap randomization included, and ends in the
+  unshaped result (``value_length_shaping`` shapes ``z`` only).
 * ``value_length_shaping = s``: the game result ``z`` of a decided game is
   shrunk with the plies ``n`` from the position to the game's end,
   ``z (1 - s n / 42)``, so that the network learns to prefer quick wins and
@@ -151,7 +153,7 @@ def lambda_returns(
         terminal: [T, B] float32 the game's result for the player to move at t,
             read where ``done``.
         values: [T, B] float32 search values v_t, for the player to move at t.
-        lam: lambda in [0, 1].
+        lam: lambda in [0, 1) (1 would be the game result alone).
     """
 
     def backward(later, x):

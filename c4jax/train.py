@@ -68,6 +68,7 @@ _STATE_FIELDS = (
     "network.num_blocks",
     "network.channels",
     "network.kernel_size",
+    "network.value_channels",
     "train.selfplay_batch",
     "train.replay_capacity",
     "train.optimizer",

@@ -40,7 +40,8 @@ def test_saved_results_serve_as_the_reference(tiny_run, tmp_path, capsys):
     assert json.loads(out.read_text()) == json.loads(both.read_text())
     # The saved results only stand for the same positions at the same simulations.
     for bad, message in [
-        (["--sims", "16", "--sets", "L2_R1", "--positions", "40"], "8 simulations, not 16"),
+        (["--sims", "16", "--sets", "L2_R1", "--positions", "40"], "not 16 simulations"),
+        ([*common, "--seed", "1"], "with seed 0, not 8 simulations with seed 1"),
         (["--sims", "8", "--sets", "L2_R1", "--positions", "50"], "50 positions of L2_R1"),
         (["--sims", "8", "--sets", "L1_R1", "--positions", "40"], "positions of L1_R1"),
     ]:
@@ -50,6 +51,14 @@ def test_saved_results_serve_as_the_reference(tiny_run, tmp_path, capsys):
     with pytest.raises(SystemExit):
         compare_checkpoints.main([tiny, "--reference", str(saved), *common])
     assert "named twice" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    record = json.loads(saved.read_text())
+    del record["mistakes"][tiny]
+    broken.write_text(json.dumps(record))
+    with pytest.raises(SystemExit):
+        compare_checkpoints.main(["pretrained", "--reference", str(broken), *common])
+    err = capsys.readouterr().err
+    assert "not a --json of this tool" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

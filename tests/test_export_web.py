@@ -56,7 +56,8 @@ def _check_parity(checkpoint: checkpoints.NetworkCheckpoint):
     one_logits, one_value = session.run(None, {"obs": obs[:1]})  # any batch size
     np.testing.assert_allclose(one_logits, want_logits[:1], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(one_value, want_value[:1], rtol=1e-4, atol=1e-5)
-    assert np.std(want_logits) > 1e-3  # a network that says something, not all zeros
+    # A network that says something, not all zeros: a wrong flatten order would show.
+    assert np.std(want_logits) > 1e-3 and np.std(want_value) > 1e-3
 
 
 def test_onnx_model_matches_the_pretrained_network():

@@ -126,6 +126,14 @@ def test_value_target_lambda_mixes_the_later_searches_into_the_target():
     np.testing.assert_allclose(value, [want[m] for m in moves], rtol=1e-6)
     # The winner's side is valued above its own search's 0.5 near the end.
     assert value[moves == 6][0] == pytest.approx(0.75) and value[moves == 5][0] < -0.5
+    # Games carried across chunks (a tail of 3 moves, then 3, then 1) get the same targets.
+    _, chunks = _run(num_steps=3, chunks=3, value_target_q=1.0, value_target_lambda=0.5)
+    positions, valid, _ = chunks[-1]
+    moves = np.asarray(positions.state.num_moves)[valid]
+    assert sorted(set(moves)) == list(range(7))
+    np.testing.assert_allclose(
+        np.asarray(positions.value)[valid], [want[m] for m in moves], rtol=1e-6
+    )
     with pytest.raises(ValueError, match="value_target_lambda"):
         selfplay.make_selfplay(_scripted, num_steps=7, value_target_lambda=1.0)
 

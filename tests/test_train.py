@@ -118,6 +118,10 @@ def test_incompatible_checkpoint_is_rejected_naming_the_field(uninterrupted):
     cfg = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, channels=16))
     with pytest.raises(ValueError, match=r"network\.channels is 8 in the checkpoint but 16"):
         train.train_and_evaluate(cfg, workdir, progress=False)
+    cfg = _tiny()
+    cfg = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, value_channels=4))
+    with pytest.raises(ValueError, match=r"network\.value_channels is 1 in the checkpoint but 4"):
+        train.train_and_evaluate(cfg, workdir, progress=False)
 
 
 def test_rerunning_a_finished_run_directory_uses_its_config(uninterrupted):
