@@ -8,13 +8,13 @@ point on 2000 opening positions, so a change that moves them by two points shows
 in under half of the two hours. Results saved earlier with ``--json`` come back
 with ``--reference FILE.json``, so a run whose checkpoints are gone still
 serves as a baseline (the same positions, matched by set name and size, and the
-same ``--sims`` and ``--seed``); they are listed first. Prints each checkpoint's mistake rates, then
-how many positions each one gets right that the first gets wrong and the
-reverse, with a sign test.
+same ``--sims`` and ``--seed``); they are listed first. Prints each
+checkpoint's mistake rates, then how many positions each one gets right that
+the first gets wrong and the reverse, with a sign test.
 
     python -m bench.compare_checkpoints runs/strong5:260 runs/strong7:260 runs/new:260 \\
         --sims 64 --sets L1_R3,bench/data/dev_L1_R3.jsonl --json OUT.json
-    python -m bench.compare_checkpoints runs/new:260 --reference OUT.json --sims 64 \
+    python -m bench.compare_checkpoints runs/new:260 --reference OUT.json --sims 64 \\
         --sets L1_R3,bench/data/dev_L1_R3.jsonl
 """
 
