@@ -410,6 +410,11 @@ def export_network(checkpoint: NetworkCheckpoint, out_dir: str | Path, info: dic
     return out_dir
 
 
+def is_exported(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a network written by ``export_network``."""
+    return (Path(directory) / VARIABLES_FILE).is_file()
+
+
 def load_exported(directory: str | Path = PRETRAINED_DIR) -> NetworkCheckpoint:
     """The network written by ``export_network`` (default: the packaged pretrained agent).
 

@@ -21,7 +21,9 @@ The forms (``ENTRIES``, in the order they are tried):
 * ``RUN_DIR[:STEP][@SIMS]``: a training run's network, its best checkpoint
   (or checkpoint STEP) with SIMS search simulations per move (default: the
   run's evaluation setting; ``@0`` = the network alone). Only the network
-  variables are read (``checkpoints.restore_variables``).
+  variables are read (``checkpoints.restore_variables``). A directory written
+  by ``python -m c4jax.export network`` (``variables.msgpack``, ``config.json``)
+  works the same way, ``DIR[@SIMS]``, without ``:STEP``.
 
 To add an agent: write its constructor (a jittable agent in ``agents``, or a
 ``protocol.HostAgent`` for one that runs on the host, such as a C++ solver),
@@ -193,6 +195,12 @@ def _build_run(spec: AgentSpec) -> NamedAgent:
                 f"{spec.run_dir} is a value-based run, which does not search: drop @SIMS"
             )
         return _build_dqn(spec)
+    if checkpoints.is_exported(spec.run_dir):
+        if spec.step is not None:
+            raise ValueError(
+                f"{spec.run_dir} is an exported network, which holds one step: drop :STEP"
+            )
+        return make_exported_agent(spec.run_dir, sims=spec.sims)
     return make_run_agent(spec.run_dir, step=spec.step, sims=spec.sims)
 
 
@@ -264,7 +272,8 @@ ENTRIES: tuple[Entry, ...] = (
         kind="run",
         form="a run directory RUN_DIR[:STEP][@SIMS] (e.g. runs/X, runs/X@64, runs/X:40@0)",
         description="a training run's best checkpoint (or STEP) with SIMS simulations"
-        " (default: the run's evaluation setting; @0 = the network alone)",
+        " (default: the run's evaluation setting; @0 = the network alone); also a"
+        " directory written by python -m c4jax.export network, DIR[@SIMS]",
         parse=_parse_run,
         build=_build_run,
     ),
@@ -354,6 +363,21 @@ def _restore(run_dir: str, step: int | None) -> checkpoints.NetworkCheckpoint:
 def _run_agent(run_dir: str, step: int | None, sims: int | None) -> NamedAgent:
     restored = _restore(run_dir, step)
     return _network_agent(f"{run_dir}:{restored.step}", restored, sims)
+
+
+def make_exported_agent(directory: str | Path, *, sims: int | None = None) -> NamedAgent:
+    """A network written by ``python -m c4jax.export network`` with ``sims`` simulations,
+    named ``DIR@SIMS``.
+
+    Raises:
+        ValueError: the directory's files are missing or damaged.
+    """
+    return _exported_agent(str(directory), sims)
+
+
+@functools.lru_cache(maxsize=8)
+def _exported_agent(directory: str, sims: int | None) -> NamedAgent:
+    return _network_agent(directory, checkpoints.load_exported(directory), sims)
 
 
 def make_pretrained_agent(*, sims: int | None = None) -> NamedAgent:

@@ -123,3 +123,21 @@ def test_run_agents_are_cached_and_play_like_the_player(tiny_run):
     np.testing.assert_array_equal(
         np.asarray(jax.jit(agent)(key, states)), np.asarray(jax.jit(player.act)(key, states))
     )
+
+
+def test_an_exported_network_is_an_agent_that_plays_like_its_run(tiny_run, tmp_path):
+    from c4jax import checkpoints
+
+    restored = checkpoints.restore_variables(tiny_run, None)
+    out = checkpoints.export_network(restored, tmp_path / "net", {"note": "test"})
+    name, agent = registry.make_agent(f"{out}@0")
+    assert name == f"{out}@0"
+    assert registry.make_agent(f"{out}@0").agent is agent  # cached: one jit
+    _, from_run = registry.make_agent(f"{tiny_run}:{restored.step}@0")
+    states = env.stack([env.from_moves(m) for m in ("", "4", "4453", "121212")])
+    key = jax.random.key(0)
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(agent)(key, states)), np.asarray(jax.jit(from_run)(key, states))
+    )
+    with pytest.raises(ValueError, match="exported network, which holds one step: drop :STEP"):
+        registry.make_agent(f"{out}:3@0")
