@@ -235,9 +235,10 @@ _CPU_SECONDS_PER_ITERATION = {"cpu": (9.0, 3.4), "strong": (38.0, 12.0), "tiny":
 _CPU_COMPILE_SECONDS = {"cpu": (120.0, 40.0), "strong": (300.0, 270.0), "tiny": (20.0, 20.0)}
 # The YNNPACK path on a faster 2-core VM, an Intel Xeon (Sapphire Rapids, AVX-512),
 # as (compile seconds, seconds an iteration): strong, 760 iterations in 107 min of
-# wall time, about 20 of them beside a niced test suite (run strong13, session 15),
-# 7.1-7.6 s an iteration alone and about 2.5 min of compiling. Where a preset has
-# this second figure the expected time is the range between the two machines.
+# wall time, about 20 of them beside a niced test suite (run strong13, session 15):
+# 7.9 s is its 100 min of iterations (evaluations included) over 760 (7.1-7.6 s
+# alone), and 150 s the first iteration of run strong14 (session 16). Where a preset
+# has this second figure the expected time is the range between the two machines.
 _CPU_FAST_PATH_FASTER_VM = {"strong": (150.0, 7.9)}
 
 
