@@ -19,8 +19,9 @@ from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, network
+from c4jax.alphazero import network
 from c4jax.judge import agents, solver
+from c4jax.store import checkpoints
 
 MOVES = ("halving", "policy", "q")
 

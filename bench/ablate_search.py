@@ -27,8 +27,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from c4jax import checkpoints, config, network
+from c4jax.alphazero import config, network
 from c4jax.judge import agents, solver
+from c4jax.store import checkpoints
 
 
 def parse_variant(text: str, base: config.SearchConfig) -> config.SearchConfig:

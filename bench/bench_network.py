@@ -16,7 +16,7 @@ FLOPs are XLA's own count for the compiled program (``cost_analysis``; for a
 3x3 'SAME' convolution it leaves out the taps that fall on the padding, about
 a sixth on a 6x7 board), so GFLOP/s is the arithmetic the program must do per
 second (the folded forward pass does slightly less: no normalisation). Runs with
-the XLA flags c4jax's command lines use (``c4jax.xla_flags``: the YNNPACK path;
+the XLA flags c4jax's command lines use (``c4jax.run.xla_flags``: the YNNPACK path;
 ``C4JAX_FAST_CPU=0`` or a user's own ``XLA_FLAGS`` to compare). Every call ends
 in ``jax.block_until_ready``; the median of
 ``--repeats`` counts. The distance between the network's rate and the matmul
@@ -58,7 +58,7 @@ def make_cases(network_config, batch: int, seed: int = 0) -> dict:
     import jax.numpy as jnp
     import optax
 
-    from c4jax import network
+    from c4jax.alphazero import network
 
     net = network.make_network(network_config)
     variables = network.init_variables(net, jax.random.key(seed))
@@ -158,12 +158,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from c4jax import xla_flags
+    from c4jax.run import xla_flags
 
     xla_flags.enable_fast_cpu()  # before JAX starts: time what the command lines run
     import jax
 
-    from c4jax import config as config_lib
+    from c4jax.alphazero import config as config_lib
 
     network_config = config_lib.load(args.config).network
     rows = []

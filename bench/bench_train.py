@@ -1,6 +1,6 @@
 """Self-play and training throughput of c4jax's trainer next to a pgx AlphaZero reference.
 
-Two pipelines share the network (``c4jax.network``: the same architecture and
+Two pipelines share the network (``c4jax.alphazero.network``: the same architecture and
 variables), the mctx search settings and the learner's SGD step; they differ in
 the environment, in what they store, and in how self-play runs the network
 (c4jax folds BatchNorm into the convolutions, ``network.make_apply_fn``; the
@@ -38,7 +38,7 @@ near-free function of the observation, leaving env + tree + observation.
 
 ``--xla-paths as-shipped`` compares the two as their users run them: each
 pipeline in a process of its own, c4jax with the XLA:CPU YNNPACK fusion its
-command lines turn on (``c4jax.xla_flags``), the reference with XLA's default
+command lines turn on (``c4jax.run.xla_flags``), the reference with XLA's default
 code paths, as a pgx example runs. XLA reads its flags once per process, so
 the parent starts one worker per pipeline and asks them in turn for one timed
 call at a time (the idle one waits on its stdin): the same alternation, the
@@ -111,7 +111,7 @@ def _state_bytes(state: Any) -> int:
 
 def make_config(args: argparse.Namespace):
     """The preset ``args.config`` with the benchmark's overrides, validated."""
-    from c4jax import config as config_lib
+    from c4jax.alphazero import config as config_lib
 
     config = config_lib.load(args.config)
     network = dataclasses.replace(
@@ -158,7 +158,8 @@ def c4jax_pipeline(run, state, apply_fn: Callable) -> Pipeline:
         state: a ``trainer.TrainState`` from ``run.init`` (its arrays are donated).
         apply_fn: the network self-play evaluates: ``run.apply_fn``, or ``stub_apply``.
     """
-    from c4jax import replay, search, selfplay
+    from c4jax import replay
+    from c4jax.alphazero import search, selfplay
 
     if apply_fn is run.apply_fn:
         selfplay_chunk = run.selfplay_chunk
@@ -224,7 +225,8 @@ def reference_pipeline(run, games_key: jax.Array, learner_state, apply_fn: Calla
     import mctx
     import pgx
 
-    from c4jax import learner, replay, search
+    from c4jax import replay
+    from c4jax.alphazero import learner, search
 
     config = run.config
     s, t = config.search, config.train
@@ -420,7 +422,7 @@ def _setup(config, stub_network: bool, only: str | None = None):
 
     The same keys in every process, so that two workers start from the same network.
     """
-    from c4jax import trainer
+    from c4jax.alphazero import trainer
 
     run = trainer.Trainer(config)
     init_key, ref_key, play_root = jax.random.split(jax.random.key(config.seed), 3)
@@ -477,7 +479,7 @@ def benchmark(
         CPU seconds per call]}, "positions_with_targets": {name: [rows per chunk]},
         "node_bytes": {name: bytes}, "compile_s": {label: seconds}}.
     """
-    from c4jax import trainer
+    from c4jax.alphazero import trainer
 
     run, init_key, play_root, variables, pipelines = _setup(config, stub_network)
     apply_fn = stub_apply if stub_network else run.apply_fn
@@ -539,11 +541,11 @@ _MARK = "@bench_train "  # prefixes a worker's result lines (anything else on st
 def pipeline_env(name: str, environ: dict[str, str] | None = None) -> dict[str, str]:
     """A worker's environment: XLA's code paths as each pipeline's users run them.
 
-    c4jax: the YNNPACK fusion its command lines add (``c4jax.xla_flags``), where this
+    c4jax: the YNNPACK fusion its command lines add (``c4jax.run.xla_flags``), where this
     jaxlib defines the flag; the reference: XLA's defaults (any YNNPACK setting removed).
     Other XLA flags are kept.
     """
-    from c4jax import xla_flags
+    from c4jax.run import xla_flags
 
     env = dict(os.environ if environ is None else environ)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if xla_flags.YNN_FLAG_NAME not in f]

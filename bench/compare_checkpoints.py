@@ -33,8 +33,9 @@ from bench.ablate_search import (
     score_agents,
     write_json,
 )
-from c4jax import checkpoints, network
+from c4jax.alphazero import network
 from c4jax.judge import agents, solver
+from c4jax.store import checkpoints
 
 
 def main(argv=None) -> int:

@@ -90,7 +90,7 @@ def measure(config, *, warmup: int, repeats: int) -> dict:
     """
     import jax
 
-    from c4jax import trainer as trainer_lib
+    from c4jax.alphazero import trainer as trainer_lib
 
     run = trainer_lib.Trainer(config)
     state = run.init(trainer_lib.run_keys(config.seed)[0])
@@ -120,7 +120,7 @@ def measure(config, *, warmup: int, repeats: int) -> dict:
 
 def row_config(args: argparse.Namespace, batch: int):
     """The preset ``args.config`` with this row's batch and the run length of the bench."""
-    from c4jax import config as config_lib
+    from c4jax.alphazero import config as config_lib
 
     config = config_lib.load(args.config)
     train = dataclasses.replace(
@@ -135,8 +135,8 @@ def row_config(args: argparse.Namespace, batch: int):
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from c4jax import config as config_lib
-    from c4jax import distributed
+    from c4jax.alphazero import config as config_lib
+    from c4jax.run import distributed
 
     if args.coordinator:
         distributed.initialize(

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints
 from c4jax.judge import registry, solver
+from c4jax.store import checkpoints
 
 
 def training_minutes(run_dir: Path) -> dict[int, float]:

@@ -27,7 +27,8 @@ def subtree_shares(apply_fn, search_config, variables, key, *, batch: int, moves
     import jax.numpy as jnp
     import numpy as np
 
-    from c4jax import env, search
+    from c4jax import env
+    from c4jax.alphazero import search
 
     search_fn = jax.jit(search.make_search(apply_fn, search_config))
     games = env.init_batch(batch)
@@ -54,13 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.moves < 1 or args.batch < 1:
         p.error("--moves and --batch must be >= 1")
-    from c4jax import xla_flags
+    from c4jax.run import xla_flags
 
     xla_flags.enable_fast_cpu()  # before JAX starts
     import jax
     import numpy as np
 
-    from c4jax import checkpoints, network
+    from c4jax.alphazero import network
+    from c4jax.store import checkpoints
 
     restored = checkpoints.restore_variables(args.run_dir, None)
     config = restored.config

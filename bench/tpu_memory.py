@@ -127,8 +127,8 @@ def report(config_name: str, device_gb: float, budget: float, compiler: str = "a
     """
     import jax
 
-    from c4jax import config as config_lib
-    from c4jax import trainer as trainer_lib
+    from c4jax.alphazero import config as config_lib
+    from c4jax.alphazero import trainer as trainer_lib
 
     config = config_lib.load(config_name)
     targets = {}

@@ -17,7 +17,7 @@ This module only parses arguments and prints; the work is in ``c4jax.judge``.
 from __future__ import annotations
 
 if __name__ == "__main__":  # before JAX loads: Ctrl-C anywhere is a short message and 130
-    from c4jax import interrupt as _interrupt
+    from c4jax.run import interrupt as _interrupt
 
     _interrupt.exit_on_interrupt("Interrupted.")
 
@@ -34,8 +34,9 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from c4jax import checkpoints, cli, xla_flags
 from c4jax.judge import arena, elo, perfect, registry, solver
+from c4jax.run import cli, xla_flags
+from c4jax.store import checkpoints
 
 DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
 

@@ -12,7 +12,7 @@ back, with no optimizer, replay buffer or games. The pretrained agent in
 (``index.html``, JS, the network as ``model.onnx`` and onnxruntime-web's files)
 that plays the network in a browser without Python (alone by default, or with a
 small search written in the page); default network:
-the pretrained agent. ``c4jax.onnx_export`` does the work; it needs the
+the pretrained agent. ``c4jax.web.onnx`` does the work; it needs the
 ``export`` extra.
 """
 
@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from c4jax import checkpoints
+from c4jax.store import checkpoints
 
 
 def _commit() -> str | None:
@@ -126,7 +126,7 @@ def _web(args: argparse.Namespace) -> int:
     try:
         import onnx  # noqa: F401
 
-        from c4jax import onnx_export
+        from c4jax.web import onnx as onnx_export
     except ImportError as err:
         print(
             f"error: the web export needs {err.name or 'onnx'}: pip install 'c4jax[export]'",

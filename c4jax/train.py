@@ -17,7 +17,7 @@ keeps a second trainer out of a directory in use; a damaged newest checkpoint
 is moved to ``damaged-checkpoints/`` and the run continues from the newest good
 one; a NaN/inf loss stops the run without saving the broken state.
 
-Several processes (``c4jax.distributed``) train as one: process 0 alone locks
+Several processes (``c4jax.run.distributed``) train as one: process 0 alone locks
 the directory, logs and prints; all write the checkpoints together, and each
 evaluates on its own copy of the network. A Ctrl-C on any of them stops all
 at the same iteration; one that dies ends the others with an error.
@@ -26,7 +26,7 @@ at the same iteration; one that dies ends the others with an error.
 from __future__ import annotations
 
 if __name__ == "__main__":  # before JAX loads, so a Ctrl-C while importing exits cleanly too
-    from c4jax import interrupt as _interrupt
+    from c4jax.run import interrupt as _interrupt
 
     _interrupt.exit_on_interrupt("Interrupted before training started.")
 
@@ -45,20 +45,13 @@ from pathlib import Path
 
 import jax
 
-from c4jax import (
-    checkpoints,
-    cli,
-    distributed,
-    interrupt,
-    rundir,
-    runlog,
-    runloop,
-    trainer,
-    xla_flags,
-)
-from c4jax import config as config_lib
-from c4jax.config import Config
+from c4jax.alphazero import config as config_lib
+from c4jax.alphazero import trainer
+from c4jax.alphazero.config import Config
 from c4jax.judge import agents, periodic
+from c4jax.run import cli, distributed, interrupt, rundir, runlog, xla_flags
+from c4jax.run import loop as runloop
+from c4jax.store import checkpoints
 
 NonFiniteError = runloop.NonFiniteError  # the loss or parameters became NaN/inf
 

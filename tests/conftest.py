@@ -9,8 +9,9 @@ from pathlib import Path
 import jax
 import pytest
 
-from c4jax import config as config_lib
-from c4jax import train, xla_flags
+from c4jax import train
+from c4jax.alphazero import config as config_lib
+from c4jax.run import xla_flags
 
 # Compiling dominates this suite's time on a CPU, and many tests compile the same
 # programs (every Trainer re-jits the tiny preset's step). A persistent cache,
@@ -45,7 +46,7 @@ def tiny_run(tmp_path_factory):
 @pytest.fixture
 def tiny_run_copy(tiny_run, tmp_path):
     """``(run_dir, best_step)``: a private copy of the tiny run, which a test may damage."""
-    from c4jax import checkpoints
+    from c4jax.store import checkpoints
 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)

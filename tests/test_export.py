@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from c4jax import checkpoints
+from c4jax.store import checkpoints
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,9 @@ import jax
 import numpy as np
 import pytest
 
-from c4jax import config as config_lib
-from c4jax import env, network, train, trainer
+from c4jax import env, train
+from c4jax.alphazero import config as config_lib
+from c4jax.alphazero import network, trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 # Standard errors the loss drop must clear. Over seeds 0-4 the drops measure

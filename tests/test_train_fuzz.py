@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from c4jax import config as config_lib
-from c4jax import distributed, train
+from c4jax import train
+from c4jax.alphazero import config as config_lib
+from c4jax.run import distributed
 
 _SECTIONS = ("network", "search", "train", "eval")
 FIELDS = [  # (section or "", field name)

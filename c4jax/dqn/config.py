@@ -1,6 +1,6 @@
 """Typed, frozen configuration of a value-based run; presets in ``c4jax/configs/dqn/``.
 
-The same conventions as the AlphaZero ``c4jax.config``: every field can be
+The same conventions as the AlphaZero ``c4jax.alphazero.config``: every field can be
 overridden from the command line, and ``validate`` rejects impossible values
 with a message that names the field, before anything compiles. The field
 ``algorithm`` marks a run directory's ``config.json`` as a value-based run, so
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from c4jax import config as config_lib
-from c4jax.config import check
+from c4jax.alphazero import config as config_lib
+from c4jax.alphazero.config import check
 
 PRESET_DIR = config_lib.PRESET_DIR / "dqn"
 ALGORITHM = "dqn"

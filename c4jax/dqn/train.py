@@ -16,7 +16,7 @@ fallback and NaN guard. The agent of a run is the agent spec ``dqn:RUN_DIR``
 from __future__ import annotations
 
 if __name__ == "__main__":  # before JAX loads, so a Ctrl-C while importing exits cleanly too
-    from c4jax import interrupt as _interrupt
+    from c4jax.run import interrupt as _interrupt
 
     _interrupt.exit_on_interrupt("Interrupted before training started.")
 
@@ -29,12 +29,14 @@ from pathlib import Path
 
 import jax
 
-from c4jax import checkpoints, cli, interrupt, rundir, runlog, runloop, xla_flags
-from c4jax import config as config_lib
+from c4jax.alphazero import config as config_lib
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import trainer as dqn_trainer
 from c4jax.dqn.config import DQNConfig
 from c4jax.judge import periodic
+from c4jax.run import cli, interrupt, rundir, runlog, xla_flags
+from c4jax.run import loop as runloop
+from c4jax.store import checkpoints
 
 RUNS_DIR = Path("runs")
 OPPONENTS = ("random", "win-if-you-can", "lookahead")  # periodic evaluation, agent specs

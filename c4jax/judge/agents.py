@@ -37,9 +37,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from c4jax import env, search
-from c4jax.config import SearchConfig
-from c4jax.network import ApplyFn
+from c4jax import env
+from c4jax.alphazero import search
+from c4jax.alphazero.config import SearchConfig
+from c4jax.alphazero.network import ApplyFn
 
 A = env.NUM_ACTIONS
 

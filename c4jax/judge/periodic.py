@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
-from c4jax.config import EvalConfig
+from c4jax.alphazero.config import EvalConfig
 from c4jax.judge import arena, registry, solver
 
 GATING_OPENING_MOVES = 2  # random first plies: deterministic agents would replay 2 games

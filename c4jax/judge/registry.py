@@ -41,9 +41,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from c4jax import checkpoints, network
+from c4jax.alphazero import network
 from c4jax.judge import agents, perfect
 from c4jax.judge.protocol import Agent
+from c4jax.store import checkpoints
 
 DEFAULT_MCTS_SIMULATIONS = 1000
 DEFAULT_MINIMAX_DEPTH = 5

@@ -45,7 +45,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from c4jax.position import MARKS, Position
 
-STATIC_DIR = Path(__file__).parent / "static"
+STATIC_DIR = Path(__file__).parent / "served"  # the page python -m c4jax.serve serves
 AGENT_NAME = "c4jax"  # the one agent served: the loaded network with its search
 MAX_SIMULATIONS = 2000
 MAX_BODY = 4096  # bytes
@@ -146,7 +146,7 @@ def make_app(
     """The ASGI app serving the page and the API for ``player``.
 
     Args:
-        player: a ``c4jax.player.Player`` (anything with ``num_simulations``,
+        player: a ``c4jax.alphazero.player.Player`` (anything with ``num_simulations``,
             ``analyse(moves)`` and ``with_simulations(n)``); its simulations
             are the default. Requests with other simulation counts use
             ``player.with_simulations`` (compiled once per count, a few kept).

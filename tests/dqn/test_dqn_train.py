@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from c4jax import config as config_lib
+from c4jax.alphazero import config as config_lib
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import train
 

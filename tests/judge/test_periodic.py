@@ -6,8 +6,8 @@ import jax
 import numpy as np
 import pytest
 
-from c4jax import config as config_lib
-from c4jax import trainer
+from c4jax.alphazero import config as config_lib
+from c4jax.alphazero import trainer
 from c4jax.judge import agents, periodic
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from c4jax import env
+from c4jax.alphazero.player import Player
 from c4jax.judge import agents, registry
-from c4jax.player import Player
 
 # --- Agent specs (no checkpoint needed). ---
 
@@ -126,7 +126,7 @@ def test_run_agents_are_cached_and_play_like_the_player(tiny_run):
 
 
 def test_an_exported_network_is_an_agent_that_plays_like_its_run(tiny_run, tmp_path):
-    from c4jax import checkpoints
+    from c4jax.store import checkpoints
 
     restored = checkpoints.restore_variables(tiny_run, None)
     out = checkpoints.export_network(restored, tmp_path / "net", {"note": "test"})

@@ -1,0 +1,307 @@
+"""The fused training iteration and the state it carries, sharded over devices.
+
+``iteration(train_state, key)`` self-plays a chunk of B games for T moves,
+adds the finished positions to the on-device replay buffer and takes K SGD
+steps in ``lax.scan``; it returns the new state and a dict of metrics. Nothing
+in it syncs with the host.
+
+Data parallelism: a 1-D ``Mesh`` with a ``data`` axis over all devices. The
+game batch, the replay buffer and each minibatch are split along it; the
+network and optimizer state are replicated. One device is the 1-device case.
+Each device samples its share of every minibatch from its own rows of the
+buffer (``replay.sample_shard`` in ``shard_map``), so an SGD step moves no
+buffer data between devices: its only collectives are the all-reduces of the
+gradients and metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from c4jax import replay
+from c4jax.alphazero import learner, network, search, selfplay
+from c4jax.alphazero.config import Config
+
+DATA_AXIS = "data"
+
+
+@struct.dataclass
+class TrainState:
+    """All that a run needs to continue bit-for-bit."""
+
+    step: jax.Array  # [] int32 iterations done
+    learner: learner.LearnerState
+    best: dict  # network variables that self-play uses under gating (else unused)
+    replay: replay.ReplayBuffer
+    selfplay: selfplay.SelfPlayState
+
+
+def make_mesh(devices: list | None = None) -> Mesh:
+    """A 1-D mesh with axis ``data`` over ``devices`` (default: all devices)."""
+    devices = jax.devices() if devices is None else devices
+    return Mesh(np.asarray(devices), (DATA_AXIS,))
+
+
+def run_keys(seed: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The three independent key streams of a run: (init, iterations, evaluation)."""
+    init_key, iteration_root, eval_root = jax.random.split(jax.random.key(seed), 3)
+    return init_key, iteration_root, eval_root
+
+
+def iteration_key(seed: int, step: int | jax.Array) -> jax.Array:
+    """The PRNG key of iteration ``step``: a pure function of the seed and step,
+    so a resumed run draws exactly the keys an uninterrupted one would."""
+    return jax.random.fold_in(run_keys(seed)[1], step)
+
+
+class Trainer:
+    """Builds the pure functions of a run and their jitted, sharded forms.
+
+    Attributes:
+        config: the run's configuration.
+        mesh: the device mesh.
+        network: the Flax module.
+        apply_fn: ``apply_fn(variables, obs [B, H, W, 2]) -> (logits [B, A], value [B])``.
+        search_fn: self-play search, ``search_fn(variables, key, state[B])``.
+        init: jitted ``init(key) -> TrainState``, sharded.
+        iteration: jitted ``iteration(TrainState, key) -> (TrainState, metrics)``;
+            it donates its input state. It composes the public pure pieces
+            ``selfplay_chunk`` and ``learn`` (which benchmarks time one by one).
+        shardings: the ``TrainState`` pytree of ``NamedSharding``.
+        replay_shards: S, the replay buffer's layout (``replay``): the device
+            count when the capacity divides by it, else 1 (then the buffer is
+            replicated).
+        to_checkpoint, from_checkpoint: the state with its replay buffer in
+            slot order (as checkpoints keep it), and back; the identity when S = 1.
+    """
+
+    def __init__(self, config: Config, mesh: Mesh | None = None):
+        self.config = config
+        self.mesh = mesh if mesh is not None else make_mesh()
+        self.network = network.make_network(config.network)
+        self.apply_fn = network.make_apply_fn(self.network)
+        self.search_fn = search.make_search(self.apply_fn, config.search)
+        total_sgd_steps = config.train.num_iterations * config.train.sgd_steps
+        self.optimizer = learner.make_optimizer(config.train, total_sgd_steps)
+        self._sgd_step = learner.make_sgd_step(self.network, self.optimizer, config.train)
+        self._selfplay = selfplay.make_selfplay(
+            self.search_fn,
+            num_steps=config.train.selfplay_steps,
+            random_opening_moves=config.train.random_opening_moves,
+            value_target_q=config.train.value_target_q,
+            value_target_lambda=config.train.value_target_lambda,
+            value_length_shaping=config.train.value_length_shaping,
+            opening_targets=config.train.opening_targets,
+            evaluate_fn=search.make_evaluate(self.apply_fn),
+            fast_search_fn=search.make_search(
+                self.apply_fn,
+                dataclasses.replace(
+                    config.search, num_simulations=config.train.fast_search_simulations
+                ),
+            ),
+            full_search_fraction=config.train.full_search_fraction,
+        )
+        # XLA:CPU runs convolution gradients ~10x slower inside a while loop
+        # than in straight-line code (measured: 16 SGD steps of a 3x32 net on
+        # B=256 took 21 s scanned, 1.5 s unrolled); elsewhere keep the loop.
+        self._unroll = self.mesh.devices.flat[0].platform == "cpu"
+        abstract = jax.eval_shape(self._init, jax.random.key(0))
+        num_devices = self.mesh.devices.size
+        capacity = config.train.replay_capacity
+        self.replay_shards = num_devices if capacity % num_devices == 0 else 1
+        self.shardings = self._make_shardings(abstract)
+        replicated = NamedSharding(self.mesh, P())
+        self.init = jax.jit(self._init, out_shardings=self.shardings)
+        self.iteration = jax.jit(
+            self._iteration,
+            in_shardings=(self.shardings, replicated),
+            out_shardings=(self.shardings, replicated),
+            donate_argnums=0,
+        )
+        self.to_checkpoint = self._relayout(replay.to_slot_order)
+        self.from_checkpoint = self._relayout(replay.from_slot_order)
+
+    def abstract_state(self) -> TrainState:
+        """Shapes, dtypes and shardings of the state, for checkpoint restore."""
+        abstract = jax.eval_shape(self._init, jax.random.key(0))
+        return jax.tree.map(
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+            abstract,
+            self.shardings,
+        )
+
+    def _relayout(self, convert):
+        """A jitted ``state -> state`` applying ``convert`` to the replay buffer."""
+        if self.replay_shards == 1:
+            return lambda state: state
+        shards = self.replay_shards
+        return jax.jit(
+            lambda state: state.replace(replay=convert(state.replay, shards)),
+            out_shardings=self.shardings,
+        )
+
+    @staticmethod
+    def variables(state: TrainState) -> dict[str, Any]:
+        """The network variables in a state, for ``apply_fn`` and agents."""
+        return {"params": state.learner.params, "batch_stats": state.learner.batch_stats}
+
+    @staticmethod
+    def promote(state: TrainState) -> TrainState:
+        """The state with the current network as the best (fresh buffers, so
+        that donating the state never donates one buffer twice)."""
+        return state.replace(best=jax.tree.map(jnp.copy, Trainer.variables(state)))
+
+    # -- pure functions -----------------------------------------------------
+
+    def _init(self, key: jax.Array) -> TrainState:
+        variables = network.init_variables(self.network, key)
+        params = variables["params"]
+        learner_state = learner.LearnerState(
+            params=params,
+            batch_stats=variables["batch_stats"],
+            opt_state=self.optimizer.init(params),
+            lr_scale=jnp.float32(1.0),
+        )
+        t = self.config.train
+        return TrainState(
+            step=jnp.int32(0),
+            learner=learner_state,
+            best=jax.tree.map(jnp.copy, variables),
+            replay=replay.init(t.replay_capacity),
+            selfplay=selfplay.init(t.selfplay_batch),
+        )
+
+    def selfplay_chunk(
+        self,
+        variables: dict,
+        key: jax.Array,
+        games: selfplay.SelfPlayState,
+        buffer: replay.ReplayBuffer,
+    ) -> tuple[selfplay.SelfPlayState, replay.ReplayBuffer, dict]:
+        """Self-plays B games for T moves and adds the finished positions to ``buffer``.
+
+        The first part of ``iteration``; pure and traceable (benchmarks jit it alone).
+
+        Returns:
+            ``(games, buffer, metrics)``: the games to continue, the buffer with
+            the new positions, self-play metrics ([] arrays).
+        """
+        games, positions, ready, metrics = self._selfplay(variables, key, games)
+        return games, replay.add(buffer, positions, ready, shards=self.replay_shards), metrics
+
+    def learn(
+        self, learner_state: learner.LearnerState, buffer: replay.ReplayBuffer, key: jax.Array
+    ) -> tuple[learner.LearnerState, dict]:
+        """K SGD steps on minibatches sampled from ``buffer``: the second part of ``iteration``.
+
+        Pure and traceable. Metrics are the means over the K steps ([] arrays).
+        With S > 1 replay shards, device d draws its B / S examples from its
+        own rows with the key ``fold_in(sgd_key, d)``; with one, the whole
+        minibatch is drawn with ``sgd_key`` itself.
+        """
+        t = self.config.train
+        batch_sharding = NamedSharding(self.mesh, P(DATA_AXIS))
+        shards = self.replay_shards
+
+        def sample_shard(data, size, key):  # one device's rows -> its part of the minibatch
+            shard = jax.lax.axis_index(DATA_AXIS)
+            return replay.sample_shard(
+                data, size, shard, shards, jax.random.fold_in(key, shard),
+                t.minibatch_size // shards, mirror=t.mirror_augment,
+            )
+
+        sample_local = jax.shard_map(
+            sample_shard, mesh=self.mesh, in_specs=(P(DATA_AXIS), P(), P()),
+            out_specs=P(DATA_AXIS),
+        )
+
+        def sgd(learner_state, sgd_key):
+            if shards > 1:
+                batch = sample_local(buffer.data, buffer.size, sgd_key)
+            else:
+                batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment)
+                batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
+            return self._sgd_step(learner_state, batch)
+
+        keys = jax.random.split(key, t.sgd_steps)
+        if self._unroll:  # straight-line code (a length-1 scan would still loop)
+            learned, per_step = learner_state, []
+            for sgd_key in keys:
+                learned, step_metrics = sgd(learned, sgd_key)
+                per_step.append(step_metrics)
+            return learned, jax.tree.map(lambda *m: jnp.mean(jnp.stack(m)), *per_step)
+        learned, metrics = jax.lax.scan(sgd, learner_state, keys)
+        return learned, jax.tree.map(jnp.mean, metrics)
+
+    def _iteration(self, state: TrainState, key: jax.Array):
+        t = self.config.train
+        play_key, learn_key = jax.random.split(key)
+        players = state.best if self.config.eval.gating else self.variables(state)
+        sp_state, buffer, sp_metrics = self.selfplay_chunk(
+            players, play_key, state.selfplay, state.replay
+        )
+        learned, learn_metrics = self.learn(state.learner, buffer, learn_key)
+        # A select, not lax.cond: XLA:CPU is slow on gradients inside a cond
+        # branch too. Only the first iterations, before any game ends, discard.
+        ready_to_learn = buffer.size >= max(t.min_replay_size, 1)
+        learner_state = jax.tree.map(
+            lambda new, old: jnp.where(ready_to_learn, new, old), learned, state.learner
+        )
+        learn_metrics = jax.tree.map(lambda m: m * ready_to_learn, learn_metrics)
+        sgd_done = state.step * t.sgd_steps  # SGD steps before this iteration
+        metrics = {
+            **sp_metrics,
+            **learn_metrics,
+            "learning_rate": self._learning_rate(sgd_done) * learner_state.lr_scale,
+            "replay_size": buffer.size,
+            "learned": ready_to_learn,
+            # 1.0 while every parameter is finite: the host's NaN guard reads it.
+            "params_finite": jnp.all(
+                jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(learner_state.params)])
+            ).astype(jnp.float32),
+        }
+        new_state = TrainState(
+            step=state.step + 1,
+            learner=learner_state,
+            best=state.best,
+            replay=buffer,
+            selfplay=sp_state,
+        )
+        return new_state, metrics
+
+    def _learning_rate(self, sgd_step):
+        total = self.config.train.num_iterations * self.config.train.sgd_steps
+        return learner.make_schedule(self.config.train, total)(sgd_step)
+
+    # -- sharding -------------------------------------------------------------
+
+    def _make_shardings(self, abstract: TrainState) -> TrainState:
+        mesh = self.mesh
+        replicated = NamedSharding(mesh, P())
+        batch = NamedSharding(mesh, P(DATA_AXIS))
+        time_batch = NamedSharding(mesh, P(None, DATA_AXIS))
+        num_devices = math.prod(mesh.devices.shape)
+        rows = batch if abstract.replay.capacity % num_devices == 0 else replicated
+        every = lambda tree, s: jax.tree.map(lambda _: s, tree)  # noqa: E731
+        return TrainState(
+            step=replicated,
+            learner=every(abstract.learner, replicated),
+            best=every(abstract.best, replicated),
+            replay=replay.ReplayBuffer(
+                data=every(abstract.replay.data, rows), insert=replicated, size=replicated
+            ),
+            selfplay=selfplay.SelfPlayState(
+                games=every(abstract.selfplay.games, batch),
+                tail=every(abstract.selfplay.tail, time_batch),
+                opening=batch,
+            ),
+        )

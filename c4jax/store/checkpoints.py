@@ -1,0 +1,455 @@
+"""Orbax checkpoints of a run: the whole ``TrainState`` plus the config as JSON.
+
+Keeps the latest ``keep`` checkpoints and, besides them, the best one by
+evaluation score. Saves are asynchronous; ``close`` waits for them.
+
+Training resumes from the whole state (``restore_latest_good``,
+``restore_state``); everything that only plays (``Player``, the agents of
+``c4jax.judge``) reads the network variables alone (``restore_variables``), so
+an incompatible optimizer or replay part of a checkpoint never blocks playing.
+
+Damaged checkpoints (a truncated data file, a deleted file) are not fatal when
+an older one is good: ``restore_latest_good`` and ``restore_variables`` fall
+back to it with a one-line ``DamagedCheckpointWarning``. The rule that tells
+damage from a checkpoint of another c4jax version (which is an error, never a
+fallback): a checkpoint is *damaged* when ``check_damage`` finds a file missing
+or empty, when its config cannot be read, or when reading its state fails
+although the tree it describes (``state/_METADATA``) fits the wanted tree; it
+is of *another version* when its files are all there and readable but the
+tree they describe does not fit (other leaves or shapes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import absl.logging
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import serialization
+from orbax.checkpoint import checkpoint_managers as policies
+
+from c4jax.alphazero import config as config_lib
+from c4jax.alphazero import network
+from c4jax.store import damage as damage
+from c4jax.store.damage import DamagedCheckpointError, DamagedCheckpointWarning, check_damage
+
+SCORE = "score"  # metric that ranks checkpoints; higher is better
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"  # the shipped agent
+QUARANTINE_DIR = "damaged-checkpoints"  # where a resume moves damaged checkpoints (run dir)
+VARIABLES_FILE = "variables.msgpack"  # an exported network: its variables,
+CONFIG_FILE = "config.json"  # the run's configuration,
+INFO_FILE = "info.json"  # and how it was made (step, commit, wall time, results)
+
+
+def make_manager(workdir: Path, *, keep: int) -> ocp.CheckpointManager:
+    """A manager for ``workdir/checkpoints`` that keeps the latest and the best."""
+    preservation = policies.AnyPreservationPolicy(
+        [
+            policies.LatestN(n=keep),
+            policies.BestN(
+                get_metric_fn=lambda metrics: metrics[SCORE],
+                reverse=False,
+                n=1,
+                keep_checkpoints_without_metrics=False,
+            ),
+        ]
+    )
+    options = ocp.CheckpointManagerOptions(
+        preservation_policy=preservation,
+        # best_fn makes Orbax write each checkpoint's metrics to disk, so that
+        # a later process (a resume, Player) still knows which one is best.
+        best_fn=lambda metrics: metrics[SCORE],
+        best_mode="max",
+        enable_async_checkpointing=True,
+        create=True,
+    )
+    return ocp.CheckpointManager(
+        Path(workdir).absolute() / "checkpoints", options=options, item_names=("state", "config")
+    )
+
+
+def open_for_reading(workdir: Path) -> ocp.CheckpointManager:
+    """A read-only manager of ``workdir/checkpoints`` that knows the scores."""
+    options = ocp.CheckpointManagerOptions(
+        read_only=True, best_fn=lambda metrics: metrics[SCORE], best_mode="max"
+    )
+    return ocp.CheckpointManager(
+        Path(workdir).absolute() / "checkpoints", options=options, item_names=("state", "config")
+    )
+
+
+def save(
+    manager: ocp.CheckpointManager, step: int, state, config, score: float | None
+) -> None:
+    """Starts an async save of ``state`` and ``config`` at ``step`` (replacing one there).
+
+    ``score`` is the evaluation score of this very step, or None if the step
+    was not evaluated (then only the "latest" rule keeps it).
+    """
+    if step in manager.all_steps():
+        manager.wait_until_finished()
+        manager.delete(step)
+    manager.save(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state),
+            config=ocp.args.JsonSave(config_lib.to_dict(config)),
+        ),
+        metrics=None if score is None else {SCORE: float(score)},
+        force=True,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Resumed:
+    """What ``restore_latest_good`` found: the newest good checkpoint."""
+
+    state: Any  # the TrainState, placed as the abstract state said
+    step: int  # its step
+    config: config_lib.Config  # the config stored with it
+    skipped: tuple[tuple[int, str], ...]  # (step, reason) of the damaged newer ones
+
+
+def restore_config(
+    manager: ocp.CheckpointManager, step: int, config_type: type = config_lib.Config
+) -> Any:
+    """The config stored with checkpoint ``step``, as a ``config_type``
+    (the AlphaZero ``Config``, or the value-based ``DQNConfig``).
+
+    Raises:
+        DamagedCheckpointError: ``config/metadata`` is missing or unreadable.
+    """
+    try:
+        restored = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))
+        stored = restored.config
+        if not isinstance(stored, dict):
+            raise ValueError(f"not a JSON object but {type(stored).__name__}")
+    except Exception as err:  # a JSON, OS or Orbax error: damage either way
+        raise DamagedCheckpointError(
+            manager.directory, step, f"config/metadata is unreadable: {damage.short_error(err)}"
+        ) from None
+    return config_lib.from_dict(stored, config_type)
+
+
+def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):
+    """The ``TrainState`` of checkpoint ``step``, placed as ``abstract_state`` says.
+
+    Raises:
+        DamagedCheckpointError: the checkpoint is damaged (see the module).
+        ValueError: it is whole but of another c4jax version ("does not
+            match this version of c4jax's training state").
+    """
+    _require_undamaged(manager, step)
+    return _read_state(manager, step, abstract_state)
+
+
+def restore_latest_good(
+    manager: ocp.CheckpointManager,
+    abstract_state,
+    *,
+    quarantine: Path | None = None,
+    check_config: Callable[[Any], None] | None = None,
+    config_type: type = config_lib.Config,
+) -> Resumed | None:
+    """The newest checkpoint that reads back whole, skipping damaged newer ones.
+
+    Each skipped checkpoint gives one ``DamagedCheckpointWarning`` that names
+    it, what is wrong, and the checkpoint used instead.
+
+    Args:
+        manager: the run's manager (``make_manager``).
+        abstract_state: the wanted ``TrainState`` tree (``Trainer.abstract_state``).
+        quarantine: where to move the damaged newer checkpoints (as
+            ``quarantine/STEP``; nothing is deleted), so that the manager, which
+            is reloaded, and later ones no longer list them. None: leave them.
+            In a multi-process run, give it on one process only.
+        check_config: called with the stored config of the checkpoint about to
+            be read, before its state is; its ValueError (e.g. a field the
+            resumed run may not change) propagates.
+        config_type: the class of the stored config (``restore_config``).
+
+    Returns:
+        The newest good checkpoint, or None when there is no checkpoint at all.
+
+    Raises:
+        ValueError: every checkpoint is damaged (nothing is moved then), or the
+            newest readable one is of another c4jax version ("does not match
+            this version of c4jax's training state").
+    """
+    steps = sorted(manager.all_steps(), reverse=True)
+    if not steps:
+        return None
+
+    def read(step: int) -> Resumed:
+        _require_undamaged(manager, step)  # first: a missing file says so, not a side effect
+        config = restore_config(manager, step, config_type)
+        if check_config is not None:
+            check_config(config)
+        state = _read_state(manager, step, abstract_state)
+        return Resumed(state=state, step=int(step), config=config, skipped=())
+
+    found, skipped = _first_good(manager, steps, read)
+    notes = {}
+    if quarantine is not None:
+        for bad, _ in skipped:
+            moved = damage.move_aside(Path(manager.directory) / str(bad), quarantine)
+            notes[bad] = f"; moved it to {moved}"
+        if skipped:
+            manager.reload()
+    _warn_skipped(manager, skipped, found.step, notes)
+    return dataclasses.replace(found, skipped=tuple(skipped))
+
+
+def _require_undamaged(manager: ocp.CheckpointManager, step: int) -> None:
+    reason = check_damage(manager.directory, step)
+    if reason is not None:
+        raise DamagedCheckpointError(manager.directory, step, reason)
+
+
+def _first_good(manager: ocp.CheckpointManager, candidates, read):
+    """``(read(step), skipped)`` for the first of ``candidates`` that is not damaged;
+    ``skipped`` lists ``(step, reason)`` of those before it. All damaged: ValueError."""
+    skipped: list[tuple[int, str]] = []
+    for step in candidates:
+        try:
+            return read(step), skipped
+        except DamagedCheckpointError as err:
+            skipped.append((step, err.reason))
+    raise damage.all_damaged_error(manager.directory, skipped)
+
+
+def _warn_skipped(
+    manager, skipped, used: int, notes: dict | None = None, stacklevel: int = 3
+) -> None:
+    """One ``DamagedCheckpointWarning`` per skipped checkpoint, naming the one used
+    (attributed ``stacklevel`` frames up: the public function's caller)."""
+    for bad, reason in skipped:
+        warnings.warn(
+            DamagedCheckpointWarning(
+                f"checkpoint {bad} in {manager.directory} is damaged ({reason}); "
+                f"using checkpoint {used}{(notes or {}).get(bad, '')}"
+            ),
+            stacklevel=stacklevel,
+        )
+
+
+def best_step(manager: ocp.CheckpointManager) -> int | None:
+    """The kept step with the highest score (the latest among equals)."""
+    ranked = _by_score(manager)
+    return ranked[0] if ranked else None
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkCheckpoint:
+    """The network of one checkpoint of a run, without the rest of its training state."""
+
+    config: config_lib.Config  # the run's configuration (network shape, search settings)
+    variables: dict  # {'params', 'batch_stats'} network variables, on one device
+    step: int  # the training iteration the checkpoint was taken at
+
+
+def restore_variables(run_dir: str | Path, step: int | None = None) -> NetworkCheckpoint:
+    """The network variables (params + batch_stats) of a run's checkpoint, and its config.
+
+    A partial Orbax restore: only the ``learner.params`` and
+    ``learner.batch_stats`` subtrees of the saved ``TrainState`` are read; the
+    optimizer state, the replay buffer and the self-play games are not.
+    Nothing on disk is changed.
+
+    Args:
+        run_dir: a run directory written by ``python -m c4jax.train``.
+        step: which checkpoint; default the best by evaluation score (else the
+            latest), and past a damaged one the next best (then the newest),
+            with a ``DamagedCheckpointWarning``.
+
+    Raises:
+        ValueError: not a run directory, no checkpoint (at ``step``), the
+            checkpoint at ``step`` is damaged (``DamagedCheckpointError``),
+            every checkpoint is damaged, or the network part does not match
+            the stored configuration.
+    """
+    return restore_part(run_dir, step, _read_network)
+
+
+def restore_part(run_dir: str | Path, step: int | None, read: Callable[[Any, int], Any]) -> Any:
+    """``read(manager, step)`` of a run's checkpoint ``step``, or of its best one.
+
+    Without ``step``, the checkpoints are tried best score first (then newest),
+    past damaged ones with a ``DamagedCheckpointWarning`` (``restore_variables``
+    says more); ``read`` raises ``DamagedCheckpointError`` for a damaged one
+    (``read_part`` does).
+
+    Raises:
+        ValueError: as ``restore_variables``.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / "checkpoints").is_dir():
+        raise ValueError(f"{run_dir}: not a run directory (no checkpoints/ inside)")
+    manager = open_for_reading(run_dir)
+    try:
+        steps = manager.all_steps()
+        if not steps:
+            raise ValueError(f"{run_dir}: no checkpoint saved yet")
+        if step is not None:
+            if step not in steps:
+                raise ValueError(
+                    f"{run_dir}: no checkpoint at step {step}; saved: {sorted(steps)}"
+                )
+            return read(manager, step)
+        found, skipped = _first_good(
+            manager, _by_score(manager), lambda candidate: read(manager, candidate)
+        )
+        _warn_skipped(manager, skipped, found.step, stacklevel=4)  # restore_variables' caller
+        return found
+    finally:
+        manager.close()
+
+
+def read_part(
+    manager: ocp.CheckpointManager,
+    step: int,
+    part: Callable[[Any], dict],
+    *,
+    config_type: type = config_lib.Config,
+    what: str = "the network",
+) -> tuple[Any, dict]:
+    """``(config, subtree)``: checkpoint ``step``'s config and the part of its state
+    that ``part(config)`` describes (a tree of ``jax.ShapeDtypeStruct``), read alone.
+
+    Raises:
+        DamagedCheckpointError: the checkpoint is damaged.
+        ValueError: ``what`` in the checkpoint does not match its configuration.
+    """
+    _require_undamaged(manager, step)
+    config = restore_config(manager, step, config_type)
+    target = part(config)
+    args = ocp.args.PyTreeRestore(
+        item=target,
+        restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+        partial_restore=True,
+    )
+    mismatch = f"{what} in checkpoint {step} does not match its configuration"
+    restored = _restore_or_explain(manager, step, args, target, partial=True, mismatch=mismatch)
+    return config, restored.state
+
+
+def _read_network(manager: ocp.CheckpointManager, step: int) -> NetworkCheckpoint:
+    """The network of checkpoint ``step`` (``DamagedCheckpointError`` if damaged)."""
+    config, state = read_part(
+        manager, step, lambda config: {"learner": _abstract_variables(config.network)}
+    )
+    learner_part = state["learner"]
+    variables = {"params": learner_part["params"], "batch_stats": learner_part["batch_stats"]}
+    return NetworkCheckpoint(config=config, variables=variables, step=int(step))
+
+
+def _read_state(manager: ocp.CheckpointManager, step: int, abstract_state):
+    """Orbax's restore of the whole state, its errors told apart as the module says."""
+    args = ocp.args.StandardRestore(abstract_state)
+    mismatch = f"checkpoint {step} does not match this version of c4jax's training state"
+    return _restore_or_explain(
+        manager, step, args, abstract_state, partial=False, mismatch=mismatch
+    ).state
+
+
+def _restore_or_explain(manager, step: int, args, target, *, partial: bool, mismatch: str):
+    """``manager.restore`` of the ``state`` item; a failure becomes a ValueError
+    saying ``mismatch`` when the stored tree does not fit ``target``, else a
+    ``DamagedCheckpointError``."""
+    damage.quiet_restore_leftovers()
+    try:
+        return manager.restore(step, args=ocp.args.Composite(state=args))
+    except Exception as err:  # Orbax and TensorStore raise many types, even Exception
+        step_dir = Path(manager.directory) / str(step)
+        if damage.stored_tree_fits(step_dir, target, partial=partial) is False:
+            raise ValueError(
+                f"{manager.directory}: {mismatch} ({damage.short_error(err, step_dir)})"
+            ) from None
+        raise DamagedCheckpointError(
+            manager.directory, step, damage.short_error(err, step_dir)
+        ) from None
+
+
+def _by_score(manager: ocp.CheckpointManager) -> list[int]:
+    """The kept steps, best score first (unscored last), newest first among equals."""
+    scored = []
+    for step in manager.all_steps():
+        metrics = manager.metrics(step) or {}
+        scored.append((metrics.get(SCORE, -float("inf")), step))
+    return [step for _, step in sorted(scored, reverse=True)]
+
+
+def export_network(checkpoint: NetworkCheckpoint, out_dir: str | Path, info: dict) -> Path:
+    """Writes a network alone (no optimizer, replay or games) as three small files.
+
+    ``variables.msgpack`` (Flax msgpack of ``{'params', 'batch_stats'}``),
+    ``config.json`` (the run's configuration) and ``info.json`` (``info`` plus
+    the step). ``load_exported`` reads them back.
+
+    Returns:
+        ``out_dir``.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    variables = jax.tree.map(np.asarray, jax.device_get(checkpoint.variables))
+    (out_dir / VARIABLES_FILE).write_bytes(serialization.msgpack_serialize(variables))
+    config_lib.save(checkpoint.config, out_dir / CONFIG_FILE)
+    (out_dir / INFO_FILE).write_text(json.dumps({"step": checkpoint.step, **info}, indent=2) + "\n")
+    return out_dir
+
+
+def is_exported(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a network written by ``export_network``."""
+    return (Path(directory) / VARIABLES_FILE).is_file()
+
+
+def load_exported(directory: str | Path = PRETRAINED_DIR) -> NetworkCheckpoint:
+    """The network written by ``export_network`` (default: the packaged pretrained agent).
+
+    Raises:
+        ValueError: the files are missing, or the variables do not fit the
+            stored network configuration.
+    """
+    directory = Path(directory)
+    missing = [f for f in (VARIABLES_FILE, CONFIG_FILE) if not (directory / f).is_file()]
+    if missing:
+        raise ValueError(f"{directory}: not an exported network (missing {', '.join(missing)})")
+    config = config_lib.load(str(directory / CONFIG_FILE))
+    try:
+        variables = serialization.msgpack_restore((directory / VARIABLES_FILE).read_bytes())
+    except Exception as err:  # msgpack raises several types on damaged data
+        raise ValueError(f"{directory / VARIABLES_FILE}: unreadable ({err})") from None
+    expected = _abstract_variables(config.network)
+    same = jax.tree.structure(expected) == jax.tree.structure(variables) and all(
+        a.shape == np.shape(b)
+        for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(variables), strict=True)
+    )
+    if not same:
+        raise ValueError(f"{directory}: the variables do not fit the network in {CONFIG_FILE}")
+    info_path = directory / INFO_FILE
+    step = json.loads(info_path.read_text()).get("step", 0) if info_path.is_file() else 0
+    variables = jax.tree.map(jax.numpy.asarray, variables)
+    return NetworkCheckpoint(config=config, variables=variables, step=int(step))
+
+
+def _abstract_variables(network_config: config_lib.NetworkConfig) -> dict:
+    """``{'params', 'batch_stats'}`` of ``jax.ShapeDtypeStruct`` placed on the first device."""
+    module = network.make_network(network_config)
+    shapes = jax.eval_shape(functools.partial(network.init_variables, module), jax.random.key(0))
+    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    return jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), shapes
+    )
+
+
+def quiet_orbax_logs() -> None:
+    """Hides Orbax's absl warnings about read-only checkpoint managers (for command lines)."""
+    absl.logging.set_verbosity(absl.logging.ERROR)

@@ -1,0 +1,81 @@
+"""Learner: the loss falls on a fixed batch; schedules; the KL-adaptive rate reacts."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from c4jax import env
+from c4jax.alphazero import learner, network
+from c4jax.alphazero.config import NetworkConfig, TrainConfig
+from c4jax.replay import Minibatch
+
+
+def _setup(train_config):
+    net = network.make_network(NetworkConfig(num_blocks=1, channels=8))
+    variables = network.init_variables(net, jax.random.key(0))
+    opt = learner.make_optimizer(train_config, total_steps=100)
+    state = learner.LearnerState(
+        params=variables["params"],
+        batch_stats=variables["batch_stats"],
+        opt_state=opt.init(variables["params"]),
+        lr_scale=jnp.float32(1.0),
+    )
+    step = jax.jit(learner.make_sgd_step(net, opt, train_config))
+    states = env.stack([env.from_moves(m) for m in ["", "4", "44", "445", "4455", "12"]])
+    batch = Minibatch(
+        obs=env.observe(states),
+        policy=jax.nn.one_hot(jnp.array([3, 3, 4, 2, 5, 0]), 7),
+        value=jnp.array([1.0, -1.0, 1.0, -1.0, 0.0, 1.0]),
+    )
+    return state, step, batch
+
+
+def test_loss_falls_on_a_fixed_batch():
+    cfg = TrainConfig(learning_rate=1e-2, warmup_steps=0, lr_schedule="constant")
+    state, step, batch = _setup(cfg)
+    losses = []
+    for _ in range(60):
+        state, metrics = step(state, batch)
+        losses.append(float(metrics["loss"]))
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_sgd_with_l2_also_learns():
+    cfg = TrainConfig(optimizer="sgd", learning_rate=0.05, warmup_steps=0, lr_schedule="constant")
+    state, step, batch = _setup(cfg)
+    first = float(step(state, batch)[1]["loss"])
+    for _ in range(60):
+        state, metrics = step(state, batch)
+    assert float(metrics["loss"]) < first
+
+
+def test_schedule_warms_up_then_decays_to_ten_percent():
+    cfg = TrainConfig(learning_rate=1.0, warmup_steps=10, lr_schedule="cosine")
+    schedule = learner.make_schedule(cfg, total_steps=110)
+    np.testing.assert_allclose([schedule(0), schedule(5), schedule(10)], [0.0, 0.5, 1.0], atol=1e-6)
+    np.testing.assert_allclose(schedule(110), 0.1, atol=1e-6)
+
+
+def test_onecycle_rises_to_the_peak_at_thirty_percent_then_falls_to_about_zero():
+    cfg = TrainConfig(learning_rate=1.0, warmup_steps=10, lr_schedule="onecycle")
+    schedule = learner.make_schedule(cfg, total_steps=100)
+    values = np.array([schedule(i) for i in range(101)])
+    np.testing.assert_allclose(values[0], 1 / 25, atol=1e-6)
+    assert int(np.argmax(values)) == 30 and values[30] == pytest.approx(1.0)
+    assert np.all(np.diff(values[:31]) > 0) and np.all(np.diff(values[30:]) < 0)
+    assert values[100] < 1e-4
+
+
+def test_kl_adaptive_rate_shrinks_when_updates_are_too_large():
+    cfg = TrainConfig(learning_rate=0.5, warmup_steps=0, lr_schedule="constant", kl_target=1e-6)
+    state, step, batch = _setup(cfg)
+    state, metrics = step(state, batch)
+    assert float(metrics["kl"]) > 2e-6
+    assert float(state.lr_scale) < 1.0
+    tiny = dataclasses.replace(cfg, learning_rate=1e-9, kl_target=1.0)
+    state, step, batch = _setup(tiny)
+    state, _ = step(state, batch)
+    assert float(state.lr_scale) > 1.0

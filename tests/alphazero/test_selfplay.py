@@ -1,0 +1,311 @@
+"""Self-play: value targets for both players, tails carried across chunks, no waste."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from c4jax import env
+from c4jax.alphazero import search, selfplay
+
+
+# A scripted "search": the first player always plays column 1, the second
+# column 2, so every game is 1212121 and the first player wins on move 7:
+#   .......
+#   .......
+#   x......
+#   xo.....
+#   xo.....
+#   xo.....
+def _scripted(variables, key, state):
+    action = jnp.where(state.current_player == 0, 0, 1).astype(jnp.int32)
+    policy = jax.nn.one_hot(action, 7)
+    value = jnp.where(state.current_player == 0, 0.5, -0.5)  # a made-up search value
+    return search.SearchOutput(
+        action=action, policy=policy, root_value=value, policy_value=value
+    )
+
+
+def _run(num_steps, chunks, batch=3, **options):
+    play = jax.jit(selfplay.make_selfplay(_scripted, num_steps=num_steps, **options))
+    sp = selfplay.init(batch)
+    out = []
+    for i in range(chunks):
+        sp, positions, valid, metrics = play({}, jax.random.key(i), sp)
+        out.append((positions, np.asarray(valid), jax.device_get(metrics)))
+    return sp, out
+
+
+def test_value_targets_have_the_right_sign_for_both_players():
+    _, [(positions, valid, metrics)] = _run(num_steps=7, chunks=1)
+    assert valid.sum() == 7 * 3
+    player = np.asarray(positions.state.current_player)[valid]
+    value = np.asarray(positions.value)[valid]
+    np.testing.assert_array_equal(value, np.where(player == 0, 1.0, -1.0))
+    assert metrics["games_finished"] == 3
+    assert metrics["first_player_win_rate"] == 1.0
+    assert metrics["game_length"] == 7
+
+
+def test_unfinished_games_are_carried_not_discarded():
+    # Chunks of 3 moves: the 7-move games span three chunks.
+    sp, out = _run(num_steps=3, chunks=3)
+    counts = [v.sum() for _, v, _ in out]
+    assert counts == [0, 0, 7 * 3]  # all positions arrive once their game ends
+    assert all(m["discarded_fraction"] == 0 for _, _, m in out)
+    positions, valid, _ = out[-1]
+    moves = np.asarray(positions.state.num_moves)[valid]
+    assert sorted(moves.tolist()) == sorted(list(range(7)) * 3)  # each position exactly once
+    # After 9 moves each game is 2 moves into its second game: 2 rows wait in the tail.
+    np.testing.assert_array_equal(np.asarray(sp.tail.valid).sum(0), [2, 2, 2])
+    np.testing.assert_array_equal(np.asarray(sp.games.num_moves), [2, 2, 2])
+
+
+def test_game_results_marks_draws_and_unknown():
+    done = jnp.array([[False], [True], [False], [True], [False]])
+    winner = jnp.array([[-1], [-1], [-1], [1], [-1]])
+    np.testing.assert_array_equal(
+        selfplay.game_results(done, winner)[:, 0], [-1, -1, 1, 1, -2]
+    )
+    values = selfplay.value_targets(jnp.array([-1, 1, 1, 0]), jnp.array([0, 1, 0, 0]))
+    np.testing.assert_array_equal(values, [0.0, 1.0, -1.0, 1.0])
+
+
+def test_real_search_selfplay_runs_and_targets_are_valid():
+    from c4jax.alphazero import config, network
+
+    net = network.make_network(config.NetworkConfig(num_blocks=1, channels=8))
+    variables = network.init_variables(net, jax.random.key(0))
+    search_fn = search.make_search(
+        network.make_apply_fn(net), config.SearchConfig(num_simulations=4)
+    )
+    play = jax.jit(selfplay.make_selfplay(search_fn, num_steps=16))
+    sp, positions, valid, metrics = play(variables, jax.random.key(0), selfplay.init(8))
+    valid = np.asarray(valid)
+    assert valid.sum() > 0 and metrics["discarded_fraction"] == 0
+    policy = np.asarray(positions.policy)[valid]
+    np.testing.assert_allclose(policy.sum(-1), 1.0, atol=1e-5)
+    legal = np.asarray(env.legal_action_mask(positions.state))[valid]
+    assert (policy[~legal] == 0).all()
+    assert set(np.unique(np.asarray(positions.value)[valid])) <= {-1.0, 0.0, 1.0}
+
+
+def test_value_target_mixes_the_result_with_the_search_value():
+    _, [(positions, valid, _)] = _run(num_steps=7, chunks=1, value_target_q=0.25)
+    player = np.asarray(positions.state.current_player)[valid]
+    value = np.asarray(positions.value)[valid]
+    # result +1 / -1 and search value +0.5 / -0.5 for the first / second player
+    np.testing.assert_allclose(value, np.where(player == 0, 0.875, -0.875))
+
+
+def test_lambda_returns_bootstrap_on_the_later_searches_of_the_same_game():
+    #      game 1: the third move wins   game 2: the second move draws   running
+    done = jnp.array([0, 0, 1, 0, 1, 0], bool)[:, None]
+    terminal = jnp.array([0, 0, 1, 0, 0, 0], jnp.float32)[:, None]
+    values = jnp.array([0.2, -0.4, 0.6, 0.1, 0.3, 0.9], jnp.float32)[:, None]
+    got = selfplay.lambda_returns(done, terminal, values, 0.5)[:5, 0]
+    # G2 = .5 * .6 + .5 * 1 = .8; G1 = .5 * -.4 - .5 * .8 = -.6; G0 = .1 + .3 = .4
+    # G4 = .5 * .3 + .5 * 0 = .15; G3 = .05 - .075 = -.025 (game 1 does not leak in)
+    np.testing.assert_allclose(got, [0.4, -0.6, 0.8, -0.025, 0.15], atol=1e-6)
+    # lambda = 0 is the search value itself.
+    np.testing.assert_allclose(selfplay.lambda_returns(done, terminal, values, 0.0), values)
+
+
+def test_value_target_lambda_mixes_the_later_searches_into_the_target():
+    # 1212121, search values +0.5 / -0.5 for the first / second player, the first
+    # player wins with the move at 6 stones: G_6 = .5 * .5 + .5 * 1, G_t = .5 v_t - .5 G_{t+1}.
+    _, [(positions, valid, _)] = _run(
+        num_steps=7, chunks=1, value_target_q=1.0, value_target_lambda=0.5
+    )
+    moves = np.asarray(positions.state.num_moves)[valid]
+    value = np.asarray(positions.value)[valid]
+    want, later = {}, None
+    for m in range(6, -1, -1):
+        v = 0.5 if m % 2 == 0 else -0.5
+        want[m] = 0.5 * v + 0.5 * (1.0 if later is None else -later)
+        later = want[m]
+    np.testing.assert_allclose(value, [want[m] for m in moves], rtol=1e-6)
+    # The winner's side is valued above its own search's 0.5 near the end.
+    assert value[moves == 6][0] == pytest.approx(0.75) and value[moves == 5][0] < -0.5
+    # Games carried across chunks (a tail of 3 moves, then 3, then 1) get the same targets.
+    _, chunks = _run(num_steps=3, chunks=3, value_target_q=1.0, value_target_lambda=0.5)
+    positions, valid, _ = chunks[-1]
+    moves = np.asarray(positions.state.num_moves)[valid]
+    assert sorted(set(moves)) == list(range(7))
+    np.testing.assert_allclose(
+        np.asarray(positions.value)[valid], [want[m] for m in moves], rtol=1e-6
+    )
+    with pytest.raises(ValueError, match="value_target_lambda"):
+        selfplay.make_selfplay(_scripted, num_steps=7, value_target_lambda=1.0)
+
+
+def test_length_shaping_prefers_quick_wins_and_slow_losses():
+    # 1212121: the position with m stones is 7 - m plies from the first player's win.
+    _, [(positions, valid, _)] = _run(num_steps=7, chunks=1, value_length_shaping=0.5)
+    moves = np.asarray(positions.state.num_moves)[valid]
+    value = np.asarray(positions.value)[valid]
+    sign = np.where(moves % 2 == 0, 1.0, -1.0)  # even: the winner to move
+    np.testing.assert_allclose(value, sign * (1 - 0.5 * (7 - moves) / 42), rtol=1e-6)
+    # The winner's last move is worth more than its first, the loser's last reply
+    # less than its first (a slow loss is the lesser evil).
+    assert value[moves == 6][0] > value[moves == 0][0] > 0
+    assert value[moves == 5][0] < value[moves == 1][0] < 0
+
+
+def test_plies_to_end_counts_to_each_games_end_and_zero_while_running():
+    #            game 1 (3 moves)  game 2 (2 moves, from 0)  game 3 running
+    done = jnp.array([0, 0, 1, 0, 1, 0, 0], bool)[:, None]
+    num_moves = jnp.array([0, 1, 2, 0, 1, 0, 1])[:, None]
+    np.testing.assert_array_equal(
+        selfplay.plies_to_end(done, num_moves)[:, 0], [3, 2, 1, 2, 1, 0, 0]
+    )
+
+
+def test_randomised_marks_positions_up_to_the_last_random_move_of_their_game():
+    #            game 1 (ends at t=3)    game 2 (ends at t=6)  game 3 (running)
+    done = jnp.array([0, 0, 0, 1, 0, 0, 1, 0, 0], bool)[:, None]
+    random = jnp.array([1, 1, 0, 0, 0, 1, 0, 1, 0], bool)[:, None]
+    np.testing.assert_array_equal(
+        selfplay.randomised(done, random)[:, 0], [1, 1, 0, 0, 1, 1, 0, 1, 0]
+    )
+
+
+def test_random_openings_are_played_and_never_trained_on():
+    _, out = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3)
+    random = np.mean([m["random_move_fraction"] for _, _, m in out[1:]])
+    assert 0.05 < random < 0.4  # k ~ U{0..3} random moves in games of ~7-12 moves
+    for positions, valid, metrics in out:
+        assert metrics["discarded_fraction"] == 0
+        # After the random moves the scripted players (x: column 1, o: column 2)
+        # finish the game, so every trained position's game still ends in a win.
+        assert set(np.unique(np.asarray(positions.value)[valid])) <= {-1.0, 1.0}
+    # Fewer positions are trained on than searched: the random prefixes are left out.
+    trained = sum(v.sum() for _, v, _ in out)
+    finished = sum(m["games_finished"] for _, _, m in out)
+    assert 0 < trained < 8 * 6 * 16
+    assert finished > 0
+
+
+def test_opening_targets_search_trains_on_the_random_prefixes_with_the_search_targets():
+    # The same games (same keys) with the random prefixes dropped, then kept.
+    _, dropped = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3)
+    _, kept = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3,
+                   opening_targets="search")
+    extra = 0
+    for (p_drop, v_drop, _), (p_keep, v_keep, m_keep) in zip(dropped, kept, strict=True):
+        assert (v_drop <= v_keep).all()  # every position trained on before still is
+        assert m_keep["positions_added"] == v_keep.sum()
+        player = np.asarray(p_keep.state.current_player)
+        value = np.asarray(p_keep.value)
+        new = v_keep & ~v_drop
+        extra += new.sum()
+        # the prefixes: value target = the scripted search value (+0.5 / -0.5)
+        np.testing.assert_allclose(value[new], np.where(player[new] == 0, 0.5, -0.5))
+        # and the search policy as the policy target (the scripted one-hot move)
+        policy = np.asarray(p_keep.policy)[new]
+        np.testing.assert_allclose(policy.sum(-1), 1.0)
+        # the others keep the game result
+        np.testing.assert_allclose(value[v_drop], np.asarray(p_drop.value)[v_drop])
+    assert extra > 0
+
+
+def _scripted_fast(variables, key, state):
+    """The scripted moves with another policy and value: marks a fast search's output."""
+    out = _scripted(variables, key, state)
+    return out.replace(policy=jnp.full_like(out.policy, 1 / 7), policy_value=0.0 * out.policy_value)
+
+
+def test_playout_cap_trains_only_on_the_full_searches():
+    # 28 moves = 4 whole games per slot, every step full or fast for the whole batch.
+    _, [(positions, valid, metrics)] = _run(
+        num_steps=28, chunks=1, fast_search_fn=_scripted_fast, full_search_fraction=0.5
+    )
+    full = metrics["full_search_fraction"]
+    assert 0 < full < 1  # both kinds of move were played
+    assert valid.sum() == round(full * 28) * 3  # the full searches' positions, all of them
+    policy = np.asarray(positions.policy)[valid]
+    assert np.all(policy.max(-1) == 1.0)  # every target is a full search's (one-hot) policy
+    value = np.asarray(positions.value)[valid]
+    player = np.asarray(positions.state.current_player)[valid]
+    np.testing.assert_array_equal(value, np.where(player == 0, 1.0, -1.0))
+    assert metrics["games_finished"] == 4 * 3  # the fast moves still played the games on
+
+
+def test_playout_cap_needs_a_fast_search_and_a_fraction_in_range():
+    with pytest.raises(ValueError, match="fast_search_fn"):
+        selfplay.make_selfplay(_scripted, num_steps=2, full_search_fraction=0.5)
+    with pytest.raises(ValueError, match="full_search_fraction"):
+        selfplay.make_selfplay(
+            _scripted, num_steps=2, fast_search_fn=_scripted_fast, full_search_fraction=0.0
+        )
+
+
+def test_opening_targets_must_be_drop_or_search():
+    with pytest.raises(ValueError, match="opening_targets"):
+        selfplay.make_selfplay(_scripted, num_steps=2, opening_targets="keep")
+
+
+def _counting_selfplay(algorithm, num_simulations, reuse, max_considered=7):
+    """A real-network self-play whose network counts the positions it evaluates."""
+    from c4jax.alphazero import config, network
+
+    net = network.make_network(config.NetworkConfig(num_blocks=1, channels=8))
+    variables = network.init_variables(net, jax.random.key(0))
+    inner = network.make_apply_fn(net)
+    calls = []
+
+    def apply_fn(variables, obs):
+        jax.debug.callback(lambda n: calls.append(int(n)), obs.shape[0])
+        return inner(variables, obs)
+
+    search_config = config.SearchConfig(
+        algorithm=algorithm, num_simulations=num_simulations,
+        max_num_considered_actions=max_considered)
+    play = jax.jit(selfplay.make_selfplay(
+        search.make_search(apply_fn, search_config), num_steps=12, random_opening_moves=4,
+        evaluate_fn=search.make_evaluate(apply_fn) if reuse else None))
+    return play, variables, calls
+
+
+def test_roots_reuse_the_previous_searchs_evaluation():
+    batch, steps, sims = 8, 12, 8
+    results = {}
+    for reuse in (False, True):
+        play, variables, calls = _counting_selfplay("gumbel", sims, reuse)
+        sp = selfplay.init(batch)
+        for chunk in range(3):
+            calls.clear()
+            sp, positions, valid, metrics = play(variables, jax.random.key(chunk), sp)
+            jax.block_until_ready(valid)
+            results[reuse, chunk] = (sorted(calls), positions, np.asarray(valid), metrics)
+    for chunk in range(3):
+        without, _, _, _ = results[False, chunk]
+        with_reuse, positions, valid, metrics = results[True, chunk]
+        # Without: a root and `sims` children per move. With: the root of the
+        # chunk's first move, the empty board once, then children only.
+        assert without == [batch] * steps * (sims + 1)
+        assert with_reuse == [1] + [batch] * (1 + steps * sims)
+        assert metrics["games_finished"] > 0  # restarts took the empty board's evaluation
+        # The same games: the carried evaluations are the ones the network gives.
+        _, p_without, v_without, _ = results[False, chunk]
+        np.testing.assert_array_equal(valid, v_without)
+        np.testing.assert_allclose(
+            np.asarray(positions.policy), np.asarray(p_without.policy), atol=1e-4)
+
+
+def test_a_root_the_search_did_not_expand_falls_back_to_the_network():
+    # Gumbel considering 2 of 7 moves: a random opening move (in the games that
+    # restart) often plays an unexpanded child, and then the next root runs the network.
+    batch, steps, sims = 8, 12, 4
+    play, variables, calls = _counting_selfplay("gumbel", sims, True, max_considered=2)
+    sp, roots, random = selfplay.init(batch), [], []
+    for chunk in range(4):
+        calls.clear()
+        sp, positions, valid, metrics = play(variables, jax.random.key(chunk), sp)
+        jax.block_until_ready(valid)
+        roots.append(sorted(calls).count(batch) - steps * sims)
+        random.append(float(metrics["random_move_fraction"]))
+        legal = np.asarray(env.legal_action_mask(positions.state))[np.asarray(valid)]
+        assert (np.asarray(positions.policy)[np.asarray(valid)][~legal] == 0).all()
+    assert roots[0] == 1  # the first games open without random moves
+    assert sum(random) > 0 and max(roots) > 1 and max(roots) <= steps

@@ -1,0 +1,317 @@
+"""Checkpoints: scores on disk, the best kept across processes and rotations, and
+the network variables restored alone."""
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from c4jax import train
+from c4jax.alphazero import config as config_lib
+from c4jax.alphazero import trainer
+from c4jax.store import checkpoints
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_best_checkpoint_is_known_to_later_processes_and_survives_resume(tmp_path):
+    """Scores reach disk: a new manager finds the best step, and a resumed run's
+    rotation of the latest checkpoints keeps it."""
+    cfg = config_lib.load("tiny")
+    state = trainer.Trainer(cfg).init(trainer.run_keys(0)[0])
+    manager = checkpoints.make_manager(tmp_path, keep=1)
+    for step, score in [(1, 0.9), (2, None), (3, 0.2)]:
+        checkpoints.save(manager, step, state, cfg, score)
+    manager.wait_until_finished()
+    manager.close()
+    reader = checkpoints.open_for_reading(tmp_path)
+    assert checkpoints.best_step(reader) == 1
+    reader.close()
+    manager = checkpoints.make_manager(tmp_path, keep=1)  # as a resumed run does
+    for step in (4, 5):
+        checkpoints.save(manager, step, state, cfg, None)
+    manager.wait_until_finished()
+    assert sorted(manager.all_steps()) == [1, 5]
+    manager.close()
+
+
+def _assert_trees_equal(a, b):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_restore_variables_reads_the_network_alone(tmp_path):
+    """The optimizer and replay parts of the checkpoint are damaged (another
+    structure, other shapes): resuming training fails, playing still loads."""
+    cfg = config_lib.load("tiny")
+    run = trainer.Trainer(cfg)
+    state = run.init(trainer.run_keys(0)[0])
+    damaged = state.replace(
+        learner=state.learner.replace(opt_state={"junk": jnp.zeros(3)}),
+        replay={"junk": jnp.ones((2, 2))},
+        selfplay=None,
+    )
+    manager = checkpoints.make_manager(tmp_path, keep=3)
+    checkpoints.save(manager, 4, state, cfg, 0.1)
+    checkpoints.save(manager, 7, damaged, cfg, 0.9)
+    manager.wait_until_finished()
+    manager.close()
+
+    reader = checkpoints.open_for_reading(tmp_path)
+    with pytest.raises(ValueError, match="does not match"):
+        checkpoints.restore_state(reader, 7, run.abstract_state())
+    reader.close()
+
+    restored = checkpoints.restore_variables(tmp_path)  # the best: step 7
+    assert restored.step == 7 and restored.config == cfg
+    _assert_trees_equal(restored.variables, trainer.Trainer.variables(state))
+    assert checkpoints.restore_variables(tmp_path, step=4).step == 4
+
+
+def test_restore_variables_errors(tmp_path):
+    with pytest.raises(ValueError, match="not a run directory"):
+        checkpoints.restore_variables(tmp_path / "nope")
+    (tmp_path / "checkpoints").mkdir()
+    with pytest.raises(ValueError, match="no checkpoint saved yet"):
+        checkpoints.restore_variables(tmp_path)
+
+
+# Damaged checkpoints: a real tiny run with checkpoints 1, 2 and 3, its newest damaged.
+
+_NEWEST, _PREVIOUS = 3, 2
+
+
+def _run_config() -> config_lib.Config:
+    cfg = config_lib.load("tiny")
+    return dataclasses.replace(
+        cfg,
+        train=dataclasses.replace(cfg.train, num_iterations=_NEWEST),
+        eval=dataclasses.replace(cfg.eval, every=0),
+        checkpoint_every=1,
+        keep_checkpoints=_NEWEST,
+    )
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A pristine run directory (copy it before damaging) and the state of step 2."""
+    workdir = tmp_path_factory.mktemp("run")
+    train.train_and_evaluate(_run_config(), workdir, progress=False)
+    reader = checkpoints.open_for_reading(workdir)
+    assert sorted(reader.all_steps()) == [1, 2, 3]
+    previous = checkpoints.restore_state(reader, _PREVIOUS, _abstract_state())
+    reader.close()
+    return workdir, previous
+
+
+def _abstract_state():
+    return trainer.Trainer(_run_config()).abstract_state()
+
+
+def _data_files(step_dir: Path) -> list[Path]:
+    """The data files of a checkpoint, largest first."""
+    files = [p for p in (step_dir / "state").glob("**/d/*") if p.is_file()]
+    return sorted(files, key=lambda p: -p.stat().st_size)
+
+
+def _halve(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 2)
+
+
+# How to damage a checkpoint directory, and words the reason must contain.
+DAMAGES = {
+    "half a data file": (lambda d: _halve(_data_files(d)[0]), "OUT_OF_RANGE"),
+    "half a state/d file": (lambda d: _halve(next((d / "state/d").iterdir())), "OUT_OF_RANGE"),
+    "half every data file": (lambda d: [_halve(p) for p in _data_files(d)], "OUT_OF_RANGE"),
+    "empty a data file": (lambda d: os.truncate(_data_files(d)[0], 0), "an empty data file"),
+    "no state/_METADATA": (
+        lambda d: (d / "state/_METADATA").unlink(),
+        "state/_METADATA is missing",
+    ),
+    "no manifest": (
+        lambda d: (d / "state/manifest.ocdbt").unlink(),
+        "state/manifest.ocdbt is missing",
+    ),
+    "no state/": (lambda d: shutil.rmtree(d / "state"), "state/ is missing"),
+    "no _CHECKPOINT_METADATA": (
+        lambda d: (d / "_CHECKPOINT_METADATA").unlink(),
+        "_CHECKPOINT_METADATA is missing",
+    ),
+    "bad config JSON": (
+        lambda d: (d / "config/metadata").write_text('{"seed": 0,'),
+        "config/metadata is unreadable",
+    ),
+}
+# Found by check_damage, without Orbax (the others only by reading).
+LISTED_DAMAGES = [k for k in DAMAGES if not k.startswith(("half", "bad"))]
+# Which data file holds the network is Orbax's choice: halving one may spare it.
+NETWORK_DAMAGES = [k for k in DAMAGES if k not in ("half a data file", "half a state/d file")]
+
+
+def _damaged_copy(run, tmp_path, damage: str, steps=(_NEWEST,)) -> Path:
+    workdir = tmp_path / "run"
+    shutil.copytree(run[0], workdir)
+    for step in steps:
+        DAMAGES[damage][0](workdir / "checkpoints" / str(step))
+    return workdir
+
+
+def _one_damage_warning(caught, step: int, reason: str, used: int) -> str:
+    damaged = [w for w in caught if issubclass(w.category, checkpoints.DamagedCheckpointWarning)]
+    assert len(damaged) == 1, [str(w.message) for w in caught]
+    message = str(damaged[0].message)
+    assert "\n" not in message and len(message) < 400, message
+    assert f"checkpoint {step} in " in message and f"using checkpoint {used}" in message
+    assert reason in message
+    assert damaged[0].filename == __file__  # points at the caller
+    return message
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_resume_skips_and_quarantines_a_damaged_newest_checkpoint(run, tmp_path, damage):
+    workdir = _damaged_copy(run, tmp_path, damage)
+    reason = DAMAGES[damage][1]
+    found = checkpoints.check_damage(workdir / "checkpoints", _NEWEST)
+    assert (reason in found) if damage in LISTED_DAMAGES else found is None
+    assert checkpoints.check_damage(workdir / "checkpoints", _PREVIOUS) is None
+    quarantine = workdir / "damaged-checkpoints"
+    manager = checkpoints.make_manager(workdir, keep=_NEWEST)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = checkpoints.restore_latest_good(manager, _abstract_state(), quarantine=quarantine)
+    message = _one_damage_warning(caught, _NEWEST, reason, _PREVIOUS)
+    assert str(quarantine / str(_NEWEST)) in message
+    assert resumed.step == _PREVIOUS and resumed.config == _run_config()
+    assert [step for step, _ in resumed.skipped] == [_NEWEST]
+    _assert_trees_equal(resumed.state, run[1])
+    # Moved, not deleted; and no manager lists it any more.
+    assert not (workdir / "checkpoints" / str(_NEWEST)).exists()
+    assert any((quarantine / str(_NEWEST)).iterdir())
+    assert sorted(manager.all_steps()) == [1, 2] and manager.latest_step() == _PREVIOUS
+    manager.close()
+    later = checkpoints.make_manager(workdir, keep=_NEWEST)
+    assert sorted(later.all_steps()) == [1, 2]
+    later.close()
+
+
+def test_resume_without_quarantine_leaves_files_and_a_second_damage_gets_a_suffix(run, tmp_path):
+    workdir = _damaged_copy(run, tmp_path, "no state/_METADATA", steps=(2, 3))
+    manager = checkpoints.make_manager(workdir, keep=_NEWEST)
+    with pytest.warns(checkpoints.DamagedCheckpointWarning) as caught:
+        resumed = checkpoints.restore_latest_good(manager, _abstract_state(), quarantine=None)
+    assert resumed.step == 1 and [s for s, _ in resumed.skipped] == [3, 2]
+    assert [str(w.message).split(" in ")[0] for w in caught] == ["checkpoint 3", "checkpoint 2"]
+    assert all("using checkpoint 1" in str(w.message) for w in caught)
+    assert sorted(manager.all_steps()) == [1, 2, 3]  # nothing moved
+    quarantine = workdir / "damaged-checkpoints"
+    (quarantine / "3").mkdir(parents=True)
+    with pytest.warns(checkpoints.DamagedCheckpointWarning):
+        checkpoints.restore_latest_good(manager, _abstract_state(), quarantine=quarantine)
+    assert sorted(p.name for p in quarantine.iterdir()) == ["2", "3", "3-1"]
+    assert manager.all_steps() == [1]
+    manager.close()
+
+
+def test_resume_when_every_checkpoint_is_damaged_or_none_exists(run, tmp_path):
+    workdir = _damaged_copy(run, tmp_path, "no state/", steps=(1, 2, 3))
+    manager = checkpoints.make_manager(workdir, keep=_NEWEST)
+    with pytest.raises(ValueError, match="every checkpoint in .* is damaged") as raised:
+        checkpoints.restore_latest_good(
+            manager, _abstract_state(), quarantine=workdir / "damaged-checkpoints"
+        )
+    message = str(raised.value)
+    assert "3: state/ is missing; 2: state/ is missing; 1: state/ is missing" in message
+    assert "move" in message and "--workdir" in message
+    assert sorted(manager.all_steps()) == [1, 2, 3]  # nothing moved: the next run must not
+    manager.close()  # start over silently
+    empty = checkpoints.make_manager(tmp_path / "empty", keep=1)
+    assert checkpoints.restore_latest_good(empty, _abstract_state(), quarantine=None) is None
+    empty.close()
+
+
+def test_another_version_is_not_damage(run, tmp_path):
+    """Whole files that describe another state tree: the old wording, no fallback."""
+    workdir = _damaged_copy(run, tmp_path, "no state/", steps=())
+    cfg = _run_config()
+    wider = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, channels=16))
+    manager = checkpoints.make_manager(workdir, keep=_NEWEST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", checkpoints.DamagedCheckpointWarning)
+        with pytest.raises(ValueError, match="does not match this version of c4jax's training"):
+            checkpoints.restore_latest_good(
+                manager, trainer.Trainer(wider).abstract_state(), quarantine=tmp_path / "q"
+            )
+    assert sorted(manager.all_steps()) == [1, 2, 3] and not (tmp_path / "q").exists()
+    manager.close()
+
+
+@pytest.mark.parametrize("damage", NETWORK_DAMAGES)
+def test_restore_variables_falls_back_past_a_damaged_checkpoint(run, tmp_path, damage):
+    workdir = _damaged_copy(run, tmp_path, damage)
+    reason = DAMAGES[damage][1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        restored = checkpoints.restore_variables(workdir)
+    _one_damage_warning(caught, _NEWEST, reason, _PREVIOUS)
+    assert restored.step == _PREVIOUS
+    _assert_trees_equal(restored.variables, trainer.Trainer.variables(run[1]))
+    with pytest.raises(ValueError, match=rf"checkpoint {_NEWEST} in .* is damaged \(") as raised:
+        checkpoints.restore_variables(workdir, step=_NEWEST)
+    assert reason in str(raised.value)
+    assert (workdir / "checkpoints" / str(_NEWEST)).is_dir()  # readers never move files
+
+
+def test_restore_variables_when_every_checkpoint_is_damaged(run, tmp_path):
+    workdir = _damaged_copy(run, tmp_path, "bad config JSON", steps=(1, 2, 3))
+    with pytest.raises(ValueError, match="every checkpoint in .* is damaged"):
+        checkpoints.restore_variables(workdir)
+
+
+_QUIET_RESTORE = """
+import sys, warnings
+from c4jax import checkpoints, trainer
+workdir, cfg = sys.argv[1], checkpoints.config_lib.load(sys.argv[2])
+manager = checkpoints.make_manager(workdir, keep=3)
+with warnings.catch_warnings(record=True):
+    warnings.simplefilter("always")
+    assert checkpoints.restore_latest_good(
+        manager, trainer.Trainer(cfg).abstract_state(), quarantine=None).step == 2
+    try:
+        checkpoints.restore_state(manager, 3, trainer.Trainer(cfg).abstract_state())
+    except ValueError as err:
+        print(err)
+    manager.close()
+    assert checkpoints.restore_variables(workdir).step == 2
+import time, gc
+gc.collect()
+time.sleep(1)  # TensorStore's late callbacks
+print("done")
+"""
+
+
+def test_a_failed_restore_leaves_stderr_clean(run, tmp_path):
+    """Orbax's leftovers of a failed read ("Event loop is closed") print no traceback."""
+    workdir = _damaged_copy(run, tmp_path, "half a state/d file")
+    config_lib.save(_run_config(), tmp_path / "config.json")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", _QUIET_RESTORE, str(workdir), str(tmp_path / "config.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "damaged (OUT_OF_RANGE" in result.stdout and "done" in result.stdout
+    assert "Traceback" not in result.stderr and "Event loop is closed" not in result.stderr, (
+        result.stderr[-3000:]
+    )

@@ -1,0 +1,241 @@
+"""The static web page: the ONNX model gives the Flax network's outputs (onnxruntime),
+the command line's errors, and the page played in a real headless Chromium.
+
+The page test needs onnxruntime-web's files: ``onnx_export.ort_dist`` installs
+them with npm into ~/.cache/c4jax the first time; without npm (or Chromium) it
+is skipped with the reason.
+"""
+
+import dataclasses
+import functools
+import http.server
+import sys
+import threading
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from c4jax import env, export
+from c4jax.alphazero import config as config_lib
+from c4jax.alphazero import network
+from c4jax.store import checkpoints
+
+onnx_export = pytest.importorskip("c4jax.web.onnx")
+ort = pytest.importorskip("onnxruntime")
+
+TIMEOUT_MS = 30_000
+
+
+def _positions(key, games: int = 32, moves: int = 12) -> np.ndarray:
+    """[N, H, W, 2] observations of random games (N <= games * moves, finished ones left out)."""
+    state = env.init_batch(games)
+    observations = []
+    for _ in range(moves):
+        key, sub = jax.random.split(key)
+        keep = ~np.asarray(state.terminated)
+        observations.append(np.asarray(env.observe(state))[keep])
+        logits = jnp.where(env.legal_action_mask(state), 0.0, -jnp.inf)
+        state = env.step(state, jax.random.categorical(sub, logits))
+    return np.concatenate(observations)
+
+
+def _check_parity(checkpoint: checkpoints.NetworkCheckpoint):
+    model = onnx_export.to_onnx(checkpoint.variables, checkpoint.config.network)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    real = _positions(jax.random.key(0))
+    noise = (np.random.default_rng(0).random((64, 6, 7, 2)) < 0.3).astype(np.float32)
+    obs = np.concatenate([real, noise])
+    assert len(real) >= 200 and obs.shape[1:] == (6, 7, 2)
+    apply_fn = jax.jit(network.make_apply_fn(network.make_network(checkpoint.config.network)))
+    want_logits, want_value = jax.device_get(apply_fn(checkpoint.variables, obs))
+    logits, value = session.run([onnx_export.LOGITS, onnx_export.VALUE], {"obs": obs})
+    assert logits.shape == (len(obs), 7) and value.shape == (len(obs),)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(value, want_value, rtol=1e-4, atol=1e-5)
+    one_logits, one_value = session.run(None, {"obs": obs[:1]})  # any batch size
+    np.testing.assert_allclose(one_logits, want_logits[:1], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(one_value, want_value[:1], rtol=1e-4, atol=1e-5)
+    # A network that says something, not all zeros: a wrong flatten order would show.
+    assert np.std(want_logits) > 1e-3 and np.std(want_value) > 1e-3
+
+
+def test_onnx_model_matches_the_pretrained_network():
+    _check_parity(checkpoints.load_exported())
+
+
+def test_onnx_model_matches_a_run_network(tiny_run):
+    _check_parity(checkpoints.restore_variables(tiny_run))
+
+
+def test_onnx_model_matches_a_network_with_a_wider_value_head():
+    config = config_lib.load("tiny")
+    config = dataclasses.replace(
+        config, network=dataclasses.replace(config.network, value_channels=4)
+    )
+    net = network.make_network(config.network)
+    variables = network.init_variables(net, jax.random.key(3))
+    # The heads' last layers start ~0: scale them up so that the outputs say something.
+    params = dict(variables["params"])
+    for name in ("Dense_0", "Dense_2"):
+        params[name] = jax.tree.map(lambda x: x * 300.0, params[name])
+    variables = {"params": params, "batch_stats": variables["batch_stats"]}
+    _check_parity(checkpoints.NetworkCheckpoint(config=config, variables=variables, step=0))
+
+
+def test_without_the_export_extra_the_command_says_what_to_install(
+    monkeypatch, tmp_path, capsys
+):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
+    assert export.main(["web", str(tmp_path / "page")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "pip install 'c4jax[export]'" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "page").exists()
+
+
+def test_bad_arguments_exit_2_with_a_one_line_error(tiny_run, tmp_path, capsys):
+    for args in [
+        ["--run", f"{tiny_run}:x"],
+        ["--run", str(tmp_path / "nothing")],
+        ["--ort-dir", str(tmp_path)],
+    ]:
+        assert export.main(["web", str(tmp_path / "page"), *args]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and "Traceback" not in err, err
+    assert "--ort-dir" in err and "ort.wasm.min.js" in err
+
+
+@pytest.fixture(scope="module")
+def ort_dir():
+    try:
+        return onnx_export.ort_dist()
+    except onnx_export.OrtWebUnavailable as err:
+        pytest.skip(f"onnxruntime-web unavailable: {err}")
+
+
+def test_export_a_run_writes_the_page_files(tiny_run, ort_dir, tmp_path, capsys):
+    out = tmp_path / "page"
+    assert export.main(["web", str(out), "--run", f"{tiny_run}", "--ort-dir", str(ort_dir)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}")
+    names = {p.name for p in out.iterdir()}
+    assert names == {"index.html", "app.js", "style.css", onnx_export.MODEL_FILE,
+                     *onnx_export.ORT_FILES}
+    page = (out / "index.html").read_text()
+    assert f"run {Path(tiny_run).name}" in page and "{{" not in page
+    assert "network alone" in page
+    restored = checkpoints.restore_variables(tiny_run)
+    session = ort.InferenceSession(str(out / onnx_export.MODEL_FILE))
+    obs = np.asarray(env.observe(env.init_batch(1)))
+    want, _ = network.make_apply_fn(network.make_network(restored.config.network))(
+        restored.variables, obs
+    )
+    np.testing.assert_allclose(session.run(None, {"obs": obs})[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def page_url(ort_dir, tmp_path_factory):
+    """The pretrained agent's page, served by http.server on a free local port."""
+    out = tmp_path_factory.mktemp("web") / "page"
+    assert export.main(["web", str(out), "--ort-dir", str(ort_dir)]) == 0
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(out))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join(10)
+
+
+def _wait_moves(page, predicate_js: str):
+    page.wait_for_function(
+        f"(() => {{ const t = document.getElementById('moves').textContent;"
+        f" const m = t.startsWith('(') ? '' : t; return {predicate_js}; }})()",
+        timeout=TIMEOUT_MS,
+    )
+
+
+def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
+    page = browser.new_page(viewport={"width": 640, "height": 1000})
+    errors, requests = [], []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(page_url + "/")
+    page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
+    assert "the pretrained agent" in page.text_content("#source")
+    assert "network alone" in page.text_content("#note")
+    assert page.input_value("#sims") == "0"  # the network alone by default
+
+    # A human move in column 4, the network's reply and its numbers.
+    page.click('#board .col[data-col="4"]')
+    _wait_moves(page, "m.length === 2")
+    moves = page.text_content("#moves")
+    assert moves[0] == "4"
+    heat = page.query_selector_all("#heat .heat-cell")
+    assert len(heat) == 7 and all("%" in cell.text_content() for cell in heat)
+    chosen = page.query_selector_all(".heat-cell.chosen")
+    assert len(chosen) == 1 and chosen[0].get_attribute("data-col") == moves[1]
+    assert f"Network (o) played column {moves[1]}" in page.text_content("#value")
+    # The logits shown are the Flax network's on the same position, and it played the best.
+    shown = [float(cell.get_attribute("title").rsplit("logit ", 1)[1]) for cell in heat]
+    pretrained = checkpoints.load_exported()
+    apply_fn = network.make_apply_fn(network.make_network(pretrained.config.network))
+    want, _ = apply_fn(pretrained.variables, env.observe(env.stack([env.from_moves("4")])))
+    np.testing.assert_allclose(shown, np.asarray(want)[0], atol=2e-3)
+    assert int(moves[1]) == int(np.argmax(want[0])) + 1
+    assert len(page.query_selector_all(".cell.x")) == 1
+    assert len(page.query_selector_all(".cell.o")) == 1
+    assert len(page.query_selector_all(".cell.last")) == 1
+
+    # Play to the end: the human always takes the leftmost open column.
+    for _ in range(25):
+        if page.query_selector("#status.over"):
+            break
+        before = len(page.text_content("#moves"))
+        page.click("#board .col.playable")
+        _wait_moves(
+            page,
+            f"m.length >= {before + 2} || document.getElementById('status')"
+            ".classList.contains('over')",
+        )
+    status = page.text_content("#status")
+    assert status.startswith("Game over"), status
+    if "wins" in status:
+        assert len(page.query_selector_all(".cell.win")) >= 4
+    assert not page.query_selector_all("#board .col.playable")
+    page.screenshot(path=str(tmp_path / "game.png"), full_page=True)
+    assert (tmp_path / "game.png").stat().st_size > 1000
+
+    # The network moves first in a new game.
+    page.select_option("#first", "agent")
+    _wait_moves(page, "m.length === 1")
+    page.wait_for_selector("text=o (you) to move", timeout=TIMEOUT_MS)
+    assert len(page.query_selector_all(".cell.x")) == 1
+    page.screenshot(path=str(tmp_path / "network_first.png"), full_page=True)
+
+    # With the page's search: the network's first move after 64 simulations.
+    page.select_option("#sims", "64")
+    page.click("#new-game")
+    _wait_moves(page, "m.length === 1")
+    page.wait_for_selector("text=o (you) to move", timeout=TIMEOUT_MS)
+    assert "after 64 simulations" in page.text_content("#value")
+    details = [cell.inner_text().split("\n") for cell in page.query_selector_all("#heat .detail")]
+    visits = [int(lines[-1]) for lines in details]
+    assert sum(visits) == 64 and len(visits) == 7, details
+    chosen = page.query_selector(".heat-cell.chosen").get_attribute("data-col")
+    assert chosen == page.text_content("#moves") and visits[int(chosen) - 1] == max(visits)
+    page.click("#board .col.playable")
+    _wait_moves(page, "m.length === 3")
+    page.screenshot(path=str(tmp_path / "search.png"), full_page=True)
+
+    assert not errors, errors
+    assert all(url.startswith(page_url) or url.startswith("data:") for url in requests), requests
+    assert not page.text_content("#error")
+    page.close()
