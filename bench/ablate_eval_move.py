@@ -19,8 +19,8 @@ from pathlib import Path
 
 import jax
 
-from c4jax.alphazero import network
-from c4jax.judge import agents, solver
+from c4jax.alphazero import network, search
+from c4jax.judge import solver
 from c4jax.store import checkpoints
 
 MOVES = ("halving", "policy", "q")
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     for sims in [int(s) for s in args.sims.split(",")]:
         for move in MOVES:
             search_config = dataclasses.replace(restored.config.search, evaluation_move=move)
-            act = agents.make_alphazero_act(apply_fn, search_config, num_simulations=sims)
+            act = search.make_alphazero_act(apply_fn, search_config, num_simulations=sims)
             agent = functools.partial(act, restored.variables)
             out = solver.evaluate_agent(
                 agent, jax.random.key(0), solver.SET_NAMES, args.positions, batch_size=500

@@ -27,9 +27,9 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from c4jax.alphazero import config, network
-from c4jax.judge import agents, solver
-from c4jax.store import checkpoints
+from c4jax.alphazero import config, network, search
+from c4jax.judge import solver
+from c4jax.store import checkpoints, exported
 
 
 def parse_variant(text: str, base: config.SearchConfig) -> config.SearchConfig:
@@ -69,7 +69,7 @@ def load_positions(spec: str) -> solver.PonsSet:
 def restore(spec: str) -> checkpoints.NetworkCheckpoint:
     """``RUN:STEP``, ``RUN`` (its newest checkpoint) or ``pretrained``."""
     if spec == "pretrained":
-        return checkpoints.load_exported()
+        return exported.load_exported()
     run, _, step = spec.partition(":")
     if step and not step.isdigit():
         raise ValueError(f"{spec!r}: expected RUN:STEP with STEP a whole number")
@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     apply_fn = network.make_apply_fn(network.make_network(restored.config.network))
     acts = {
         name: functools.partial(
-            agents.make_alphazero_act(apply_fn, c, num_simulations=args.sims), restored.variables
+            search.make_alphazero_act(apply_fn, c, num_simulations=args.sims), restored.variables
         )
         for name, c in configs.items()
     }

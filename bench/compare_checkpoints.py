@@ -33,8 +33,8 @@ from bench.ablate_search import (
     score_agents,
     write_json,
 )
-from c4jax.alphazero import network
-from c4jax.judge import agents, solver
+from c4jax.alphazero import network, search
+from c4jax.judge import solver
 from c4jax.store import checkpoints
 
 
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     acts = {}
     for spec, r in restored.items():
         apply_fn = network.make_apply_fn(network.make_network(r.config.network))
-        act = agents.make_alphazero_act(apply_fn, r.config.search, num_simulations=args.sims)
+        act = search.make_alphazero_act(apply_fn, r.config.search, num_simulations=args.sims)
         acts[spec] = functools.partial(act, r.variables)
     rows, mistakes = score_agents(acts, sets, seed=args.seed)
     rows, mistakes = {**earlier_rows, **rows}, {**earlier_mistakes, **mistakes}

@@ -9,7 +9,7 @@ __all__ = ["Player"]
 
 def __getattr__(name):
     if name == "Player":
-        from c4jax.alphazero.player import Player
+        from c4jax.player import Player
 
         return Player
     raise AttributeError(f"module 'c4jax' has no attribute {name!r}")

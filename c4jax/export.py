@@ -2,7 +2,7 @@
 
 ``network RUN_DIR[:STEP] OUT_DIR`` writes the network variables of a
 checkpoint (default: the run's best) with the run's configuration and a note
-of how it was made: a few hundred KB that ``checkpoints.load_exported`` reads
+of how it was made: a few hundred KB that ``exported.load_exported`` reads
 back, with no optimizer, replay buffer or games. The pretrained agent in
 ``c4jax/pretrained`` is made this way:
 
@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from c4jax.store import checkpoints
+from c4jax.store import checkpoints, exported
 
 
 def _commit() -> str | None:
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": results,
     }
     try:
-        out = checkpoints.export_network(restored, args.out_dir, info)
+        out = exported.export_network(restored, args.out_dir, info)
     except OSError as err:
         print(f"error: {args.out_dir}: {err}", file=sys.stderr)
         return 2
@@ -135,7 +135,7 @@ def _web(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.run is None:
-            checkpoint, source = checkpoints.load_exported(), "the pretrained agent"
+            checkpoint, source = exported.load_exported(), "the pretrained agent"
         else:
             run, _, step_text = args.run.partition(":")
             if step_text and not step_text.isdigit():

@@ -217,7 +217,7 @@ def play_loop(
     """Plays one game between a human (through ``input_fn``) and ``player``.
 
     Args:
-        player: anything with ``analyse(moves) -> Analysis`` (a ``c4jax.alphazero.player.Player``).
+        player: anything with ``analyse(moves) -> Analysis`` (a ``c4jax.player.Player``).
         input_fn: ``input``-like: prompt -> line; EOFError quits.
         print_fn: ``print``-like, one string per call.
         human_first: the human plays x (the first player), else o.
@@ -308,7 +308,7 @@ def _load_player(run_dir: str | None, sims: int | None, step: int | None):
         from c4jax.dqn.player import QPlayer
 
         return QPlayer.from_checkpoint(run_dir, step=step)
-    from c4jax.alphazero.player import Player
+    from c4jax.player import Player
 
     return Player.load(run_dir, num_simulations=sims, step=step)
 

@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
         )
         return 2
 
-    from c4jax.alphazero.player import Player  # JAX loads here, after the interrupt handler
+    from c4jax.player import Player  # JAX loads here, after the interrupt handler
 
     cli.one_line_warnings()
     source = args.run_dir or "the pretrained agent"

@@ -46,9 +46,9 @@ from pathlib import Path
 import jax
 
 from c4jax.alphazero import config as config_lib
-from c4jax.alphazero import trainer
+from c4jax.alphazero import search, trainer
 from c4jax.alphazero.config import Config
-from c4jax.judge import agents, periodic
+from c4jax.judge import periodic
 from c4jax.run import cli, distributed, interrupt, rundir, runlog, xla_flags
 from c4jax.run import loop as runloop
 from c4jax.store import checkpoints
@@ -158,7 +158,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
         state = run.init(trainer.run_keys(config.seed)[0])
     else:
         say(f"resuming {workdir} from iteration {step} of {total}")
-    act = agents.make_alphazero_act(
+    act = search.make_alphazero_act(
         run.apply_fn, config.search, num_simulations=config.eval.num_simulations
     )
     eval_key = trainer.run_keys(config.seed)[2]

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from c4jax.store import checkpoints
+from c4jax.store import checkpoints, exported
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +32,7 @@ def test_export_writes_the_variables_alone_and_they_load_back_exactly(tiny_run, 
     assert files == ["config.json", "info.json", "variables.msgpack"]
     assert (tmp_path / "net" / "variables.msgpack").stat().st_size < 100_000  # no optimizer
     original = checkpoints.restore_variables(tiny_run)
-    loaded = checkpoints.load_exported(tmp_path / "net")
+    loaded = exported.load_exported(tmp_path / "net")
     assert loaded.config == original.config and loaded.step == original.step
     for a, b in zip(
         jax.tree.leaves(original.variables), jax.tree.leaves(loaded.variables), strict=True
@@ -46,11 +46,11 @@ def test_export_writes_the_variables_alone_and_they_load_back_exactly(tiny_run, 
 def test_damaged_or_missing_exports_give_a_clear_error(tiny_run, tmp_path):
     assert _export(tiny_run, tmp_path / "net").returncode == 0
     with pytest.raises(ValueError, match="not an exported network"):
-        checkpoints.load_exported(tmp_path)
+        exported.load_exported(tmp_path)
     data = (tmp_path / "net" / "variables.msgpack").read_bytes()
     (tmp_path / "net" / "variables.msgpack").write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="variables.msgpack"):
-        checkpoints.load_exported(tmp_path / "net")
+        exported.load_exported(tmp_path / "net")
 
 
 def test_bad_arguments_exit_2_without_a_traceback(tiny_run, tmp_path):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from c4jax import env, play
-from c4jax.alphazero.player import Analysis, Player
+from c4jax.player import Analysis, Player
 
 
 class FirstLegalPlayer:

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from c4jax import serve
-from c4jax.alphazero.player import Analysis, Player
+from c4jax.player import Analysis, Player
 from c4jax.position import Position
 from c4jax.web.app import MAX_BODY, MAX_SIMULATIONS, make_app
 
@@ -202,9 +202,9 @@ def test_serve_command_line_errors(tmp_path, capsys):
 
 
 def test_serve_without_a_pretrained_agent_exits_2(tmp_path, monkeypatch, capsys):
-    from c4jax.store import checkpoints
+    from c4jax.store import checkpoints, exported
 
-    original = checkpoints.load_exported
+    original = exported.load_exported
     # What an install without the package's pretrained files sees.
     monkeypatch.setattr(checkpoints, "load_exported", lambda: original(tmp_path))
     assert serve.main(["--port", str(_free_port())]) == 2

@@ -1,2 +1,1 @@
-"""The AlphaZero engine: config, network, search, self-play, learner, the fused trainer, and
-``Player`` (a trained network behind a move-string API)."""
+"""The AlphaZero engine: config, network, search, self-play, learner and the fused trainer."""

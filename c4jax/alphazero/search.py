@@ -25,6 +25,7 @@ mover (reward -1), so it is never preferred.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -333,3 +334,27 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
         )
 
     return search_fn
+
+
+def make_alphazero_act(
+    apply_fn: ApplyFn, search_config: SearchConfig, *, num_simulations: int
+) -> Callable[[dict, jax.Array, env.State], jax.Array]:
+    """``act(variables, key, state[B]) -> [B] int32``: the search's best move, no noise.
+
+    With ``num_simulations == 0`` it is the network alone (its highest-prior
+    legal move). Bind the variables with ``functools.partial(act, variables)``
+    to get an agent whose arrays the arena passes as jit arguments, so a new
+    checkpoint of the same network reuses the compiled match.
+
+    Args:
+        apply_fn: ``(variables, obs [B, H, W, 2]) -> (logits [B, A], value [B])``.
+        search_config: the run's search settings.
+        num_simulations: simulations per move (replaces the config's), >= 0.
+    """
+    config = dataclasses.replace(search_config, num_simulations=num_simulations)
+    search_fn = make_search(apply_fn, config)
+
+    def act(variables, key, state):
+        return search_fn(variables, key, state, evaluation=True).action
+
+    return act

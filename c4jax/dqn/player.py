@@ -18,9 +18,9 @@ import jax
 import numpy as np
 
 from c4jax import env
-from c4jax.alphazero.player import Analysis, Move, _quiet_absl
 from c4jax.dqn import qnet, trainer
 from c4jax.dqn.config import DQNConfig
+from c4jax.player import Analysis, Move, _quiet_absl
 from c4jax.store import checkpoints
 
 RULE = "the highest Q-value (greedy, no search)"

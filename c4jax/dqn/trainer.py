@@ -23,11 +23,10 @@ import numpy as np
 import optax
 from flax import struct
 
-from c4jax import env, replay
+from c4jax import baselines, env, replay
 from c4jax.dqn import qnet
 from c4jax.dqn.config import DQNConfig, opponent_weights
 from c4jax.dqn.learner import QLearnerState, Transitions, make_sgd_step, to_batch
-from c4jax.judge import agents
 
 OPPONENTS = ("random", "win-if-you-can", "lookahead", "self")  # the opponent kinds, in order
 
@@ -80,7 +79,7 @@ def epsilon_at(config: DQNConfig, step: jax.Array) -> jax.Array:
 
 def greedy_moves(key: jax.Array, q: jax.Array, state: env.State) -> jax.Array:
     """[B] the legal move with the highest value (ties at random)."""
-    return agents.argmax_random_ties(key, q, env.legal_action_mask(state))
+    return baselines.argmax_random_ties(key, q, env.legal_action_mask(state))
 
 
 def epsilon_greedy(key: jax.Array, q: jax.Array, state: env.State, epsilon) -> jax.Array:
@@ -88,7 +87,7 @@ def epsilon_greedy(key: jax.Array, q: jax.Array, state: env.State, epsilon) -> j
     k_greedy, k_explore, k_random = jax.random.split(key, 3)
     greedy = greedy_moves(k_greedy, q, state)
     explore = jax.random.bernoulli(k_explore, epsilon, greedy.shape)
-    return jnp.where(explore, agents.random_agent(k_random, state), greedy)
+    return jnp.where(explore, baselines.random_agent(k_random, state), greedy)
 
 
 def make_trainer(config: DQNConfig) -> DQNTrainer:
@@ -105,7 +104,7 @@ def make_trainer(config: DQNConfig) -> DQNTrainer:
         opponent = jax.random.categorical(k_opp, logits, shape=(batch,)).astype(jnp.int32)
         second = jax.random.bernoulli(k_colour, 0.5, (batch,))
         empty = env.init_batch(batch)
-        first = agents.random_agent(k_first, empty)
+        first = baselines.random_agent(k_first, empty)
         state = jax.tree.map(
             lambda a, b: jnp.where(second, a, b), env.step(empty, first), empty
         )
@@ -115,9 +114,9 @@ def make_trainer(config: DQNConfig) -> DQNTrainer:
         keys = jax.random.split(key, 4)
         q = apply(target_params, env.observe(state))
         candidates = jnp.stack([
-            agents.random_agent(keys[0], state),
-            agents.win_agent(keys[1], state),
-            agents.lookahead_agent(keys[2], state),
+            baselines.random_agent(keys[0], state),
+            baselines.win_agent(keys[1], state),
+            baselines.lookahead_agent(keys[2], state),
             epsilon_greedy(keys[3], q, state, t.epsilon_end),
         ])  # [4, B]
         return jnp.take_along_axis(candidates, opponent[None], axis=0)[0]

@@ -31,8 +31,8 @@ import numpy as np
 from tqdm import tqdm
 
 from c4jax import env
+from c4jax.baselines import random_agent
 from c4jax.judge import protocol
-from c4jax.judge.agents import random_agent
 from c4jax.judge.protocol import Agent, join_agent, split_agent
 from c4jax.judge.stats import format_rate, rate_with_interval, wilson_interval
 

@@ -35,7 +35,7 @@ def evaluate(
     """Evaluates ``act`` bound to ``variables``.
 
     Args:
-        act: ``act(variables, key, state[B]) -> [B]`` (``agents.make_alphazero_act``).
+        act: ``act(variables, key, state[B]) -> [B]`` (``search.make_alphazero_act``).
         variables: the network variables to bind.
         key: PRNG key.
         config: games per opponent, solver sample (an ``EvalConfig``, or

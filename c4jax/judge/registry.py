@@ -41,10 +41,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from c4jax.alphazero import network
-from c4jax.judge import agents, perfect
+from c4jax import baselines
+from c4jax.alphazero import network, search
+from c4jax.judge import minimax, perfect, uct
 from c4jax.judge.protocol import Agent
-from c4jax.store import checkpoints
+from c4jax.store import checkpoints, exported
 
 DEFAULT_MCTS_SIMULATIONS = 1000
 DEFAULT_MINIMAX_DEPTH = 5
@@ -196,7 +197,7 @@ def _build_run(spec: AgentSpec) -> NamedAgent:
                 f"{spec.run_dir} is a value-based run, which does not search: drop @SIMS"
             )
         return _build_dqn(spec)
-    if checkpoints.is_exported(spec.run_dir):
+    if exported.is_exported(spec.run_dir):
         if spec.step is not None:
             raise ValueError(
                 f"{spec.run_dir} is an exported network, which holds one step: drop :STEP"
@@ -211,28 +212,28 @@ ENTRIES: tuple[Entry, ...] = (
         form="random",
         description="uniformly random legal moves",
         parse=_parse_word("random"),
-        build=lambda s: NamedAgent("random", agents.random_agent),
+        build=lambda s: NamedAgent("random", baselines.random_agent),
     ),
     Entry(
         kind="win-if-you-can",
         form="win-if-you-can",
         description="win in one if possible, else random (never blocks)",
         parse=_parse_word("win-if-you-can"),
-        build=lambda s: NamedAgent("win-if-you-can", agents.win_agent),
+        build=lambda s: NamedAgent("win-if-you-can", baselines.win_agent),
     ),
     Entry(
         kind="lookahead",
         form="lookahead",
         description="win in one, else block the opponent's win in one, else random",
         parse=_parse_word("lookahead"),
-        build=lambda s: NamedAgent("lookahead", agents.lookahead_agent),
+        build=lambda s: NamedAgent("lookahead", baselines.lookahead_agent),
     ),
     Entry(
         kind="mcts",
         form=f"mcts, mcts-N (N simulations >= 1, default {DEFAULT_MCTS_SIMULATIONS})",
         description="pure MCTS (UCT) with random rollouts, N simulations per move",
         parse=_parse_mcts,
-        build=lambda s: NamedAgent(f"mcts-{s.value}", agents.make_mcts_agent(s.value)),
+        build=lambda s: NamedAgent(f"mcts-{s.value}", uct.make_mcts_agent(s.value)),
     ),
     Entry(
         kind="minimax",
@@ -242,7 +243,7 @@ ENTRIES: tuple[Entry, ...] = (
         ),
         description="depth-K negamax with a window-counting heuristic",
         parse=_parse_minimax,
-        build=lambda s: NamedAgent(f"minimax-{s.value}", agents.make_minimax_agent(s.value)),
+        build=lambda s: NamedAgent(f"minimax-{s.value}", minimax.make_minimax_agent(s.value)),
     ),
     Entry(
         kind="perfect",
@@ -378,7 +379,7 @@ def make_exported_agent(directory: str | Path, *, sims: int | None = None) -> Na
 
 @functools.lru_cache(maxsize=8)
 def _exported_agent(directory: str, sims: int | None) -> NamedAgent:
-    return _network_agent(directory, checkpoints.load_exported(directory), sims)
+    return _network_agent(directory, exported.load_exported(directory), sims)
 
 
 def make_pretrained_agent(*, sims: int | None = None) -> NamedAgent:
@@ -392,7 +393,7 @@ def make_pretrained_agent(*, sims: int | None = None) -> NamedAgent:
 
 @functools.lru_cache(maxsize=8)
 def _pretrained_agent(sims: int | None) -> NamedAgent:
-    return _network_agent("pretrained", checkpoints.load_exported(), sims)
+    return _network_agent("pretrained", exported.load_exported(), sims)
 
 
 def _network_agent(
@@ -402,5 +403,5 @@ def _network_agent(
     config = restored.config
     sims = config.eval.num_simulations if sims is None else sims
     apply_fn = network.make_apply_fn(network.make_network(config.network))
-    act = agents.make_alphazero_act(apply_fn, config.search, num_simulations=sims)
+    act = search.make_alphazero_act(apply_fn, config.search, num_simulations=sims)
     return NamedAgent(f"{prefix}@{sims}", functools.partial(act, restored.variables))

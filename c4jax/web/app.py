@@ -146,7 +146,7 @@ def make_app(
     """The ASGI app serving the page and the API for ``player``.
 
     Args:
-        player: a ``c4jax.alphazero.player.Player`` (anything with ``num_simulations``,
+        player: a ``c4jax.player.Player`` (anything with ``num_simulations``,
             ``analyse(moves)`` and ``with_simulations(n)``); its simulations
             are the default. Requests with other simulation counts use
             ``player.with_simulations`` (compiled once per count, a few kept).

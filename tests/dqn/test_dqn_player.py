@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from c4jax import env
+from c4jax import baselines, env
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import qnet
 from c4jax.dqn.player import QPlayer, restore_q
-from c4jax.judge import agents, arena, registry
+from c4jax.judge import arena, registry
 
 
 def _player_preferring(column: int) -> QPlayer:
@@ -50,7 +50,7 @@ def test_specs_name_a_value_based_run(tiny_dqn_run):
         registry.make_agent(f"{tiny_dqn_run}@16")
     with pytest.raises(ValueError, match="no checkpoint at step 3"):
         registry.make_agent(f"dqn:{tiny_dqn_run}:3")
-    result = arena.play_games(agent, agents.random_agent, jax.random.key(0), 8)
+    result = arena.play_games(agent, baselines.random_agent, jax.random.key(0), 8)
     assert result.num_games == 8
     moves = np.asarray(jax.jit(agent)(jax.random.key(1), env.stack([env.from_moves("4453")])))
     assert 0 <= int(moves[0]) < 7

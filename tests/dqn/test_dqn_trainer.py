@@ -7,10 +7,10 @@ import jax
 import numpy as np
 import pytest
 
-from c4jax import env
+from c4jax import baselines, env
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import trainer
-from c4jax.judge import agents, arena
+from c4jax.judge import arena
 
 
 def _config(**train):
@@ -96,7 +96,7 @@ def test_a_short_training_run_learns_to_beat_random():
 
     def score(params):
         agent = functools.partial(trainer.q_act, run.apply, params)
-        return arena.play_games(agent, agents.random_agent, jax.random.key(7), 400).score
+        return arena.play_games(agent, baselines.random_agent, jax.random.key(7), 400).score
 
     before = score(state.learner.params)
     for i in range(config.train.num_iterations):

@@ -8,19 +8,20 @@ import numpy as np
 import pytest
 
 from c4jax import env
-from c4jax.judge import agents, arena, protocol
+from c4jax.baselines import lookahead_agent, random_agent
+from c4jax.judge import arena, protocol
 
 
 def test_lookahead_beats_random():
     result = arena.play_games(
-        agents.lookahead_agent, agents.random_agent, jax.random.PRNGKey(0), 100
+        lookahead_agent, random_agent, jax.random.PRNGKey(0), 100
     )
     assert result.num_games == 100
     assert result.wins >= 90, str(result)
 
 
 def test_result_bookkeeping_and_colours():
-    result = arena.play_games(agents.random_agent, agents.random_agent, jax.random.PRNGKey(1), 51)
+    result = arena.play_games(random_agent, random_agent, jax.random.PRNGKey(1), 51)
     assert result.num_games == 51
     assert result.outcomes.shape == (51,) and result.a_first.shape == (51,)
     assert result.wins == int(np.sum(result.outcomes == 1))
@@ -75,17 +76,17 @@ def test_partial_arrays_are_arguments_not_constants():
     a1 = functools.partial(biased, jnp.zeros(7))
     a2 = functools.partial(biased, jnp.arange(7.0))
     before = len(protocol._cache)
-    arena.play_games(a1, agents.random_agent, jax.random.PRNGKey(0), 6)
-    arena.play_games(a2, agents.random_agent, jax.random.PRNGKey(0), 6)
+    arena.play_games(a1, random_agent, jax.random.PRNGKey(0), 6)
+    arena.play_games(a2, random_agent, jax.random.PRNGKey(0), 6)
     assert len(protocol._cache) == before + 1
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError):
-        arena.play_games(agents.random_agent, agents.random_agent, jax.random.PRNGKey(0), 0)
+        arena.play_games(random_agent, random_agent, jax.random.PRNGKey(0), 0)
     with pytest.raises(ValueError):
         arena.play_games(
-            agents.random_agent, agents.random_agent, jax.random.PRNGKey(0), 2, opening_moves=42
+            random_agent, random_agent, jax.random.PRNGKey(0), 2, opening_moves=42
         )
 
 
@@ -104,20 +105,20 @@ def _host(agent):
 def test_a_host_agent_plays_the_same_games_as_its_jitted_twin(opening_moves):
     key = jax.random.PRNGKey(5)
     jitted = arena.play_games(
-        agents.lookahead_agent, agents.random_agent, key, 10, opening_moves=opening_moves
+        lookahead_agent, random_agent, key, 10, opening_moves=opening_moves
     )
     hosted = arena.play_games(
-        _host(agents.lookahead_agent), agents.random_agent, key, 10, opening_moves=opening_moves
+        _host(lookahead_agent), random_agent, key, 10, opening_moves=opening_moves
     )
     np.testing.assert_array_equal(hosted.outcomes, jitted.outcomes)
     np.testing.assert_array_equal(hosted.num_moves, jitted.num_moves)
-    both = arena.play_games(_host(agents.random_agent), _host(agents.lookahead_agent), key, 4)
+    both = arena.play_games(_host(random_agent), _host(lookahead_agent), key, 4)
     assert both.num_games == 4
 
 
 def test_play_match_counts_exactly_the_games_asked_for():
     result = arena.play_match(
-        agents.lookahead_agent, agents.random_agent, jax.random.PRNGKey(2), 13, batch_size=4
+        lookahead_agent, random_agent, jax.random.PRNGKey(2), 13, batch_size=4
     )
     assert result.num_games == 13 and result.outcomes.shape == (13,)
     assert result.a_first[0] and not result.a_first[1]
@@ -132,8 +133,8 @@ def test_play_match_counts_exactly_the_games_asked_for():
 
 
 def test_round_robin_plays_every_pair_once():
-    pool = [("random", agents.random_agent), ("lookahead", agents.lookahead_agent),
-            ("random2", agents.random_agent)]
+    pool = [("random", random_agent), ("lookahead", lookahead_agent),
+            ("random2", random_agent)]
     played = arena.round_robin(pool, jax.random.PRNGKey(0), 4, batch_size=4)
     assert [(i, j) for i, j, _ in played] == [(0, 1), (0, 2), (1, 2)]
     assert all(result.num_games == 4 for _, _, result in played)
@@ -146,9 +147,9 @@ def test_an_observer_sees_every_ply_and_does_not_change_the_games():
         seen.append((int(np.sum(~np.asarray(state.terminated))), np.asarray(actions).shape, is_a))
 
     key = jax.random.key(5)
-    plain = arena.play_games(agents.lookahead_agent, agents.random_agent, key, 6, opening_moves=2)
+    plain = arena.play_games(lookahead_agent, random_agent, key, 6, opening_moves=2)
     watched = arena.play_games(
-        agents.lookahead_agent, agents.random_agent, key, 6, opening_moves=2, observer=observer
+        lookahead_agent, random_agent, key, 6, opening_moves=2, observer=observer
     )
     np.testing.assert_array_equal(plain.outcomes, watched.outcomes)
     np.testing.assert_array_equal(plain.num_moves, watched.num_moves)
@@ -172,7 +173,7 @@ def test_every_opening_plays_each_two_ply_opening_once_in_each_colour(host):
             first[is_a].append(np.asarray(env.observe(state)).reshape(49, -1))
 
     result = arena.play_games(
-        agents.lookahead_agent, agents.random_agent, jax.random.key(1), 98,
+        lookahead_agent, random_agent, jax.random.key(1), 98,
         opening_moves=2, every_opening=True, observer=observer if host else None,
     )
     assert result.num_games == 98 and np.all(result.num_moves >= 7)
@@ -183,5 +184,5 @@ def test_every_opening_plays_each_two_ply_opening_once_in_each_colour(host):
 
 def test_every_opening_is_limited_to_four_plies():
     with pytest.raises(ValueError, match=r"allowed: 0..4"):
-        arena.play_games(agents.random_agent, agents.random_agent, jax.random.key(0), 2,
+        arena.play_games(random_agent, random_agent, jax.random.key(0), 2,
                          opening_moves=5, every_opening=True)

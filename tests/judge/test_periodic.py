@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from c4jax.alphazero import config as config_lib
-from c4jax.alphazero import trainer
-from c4jax.judge import agents, periodic
+from c4jax.alphazero import search, trainer
+from c4jax.judge import periodic
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +16,7 @@ def tiny():
     cfg = config_lib.load("tiny")
     run = trainer.Trainer(cfg)
     state = run.init(trainer.run_keys(0)[0])
-    act = agents.make_alphazero_act(run.apply_fn, cfg.search, num_simulations=4)
+    act = search.make_alphazero_act(run.apply_fn, cfg.search, num_simulations=4)
     return cfg, run, state, act
 
 

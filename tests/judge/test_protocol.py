@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from c4jax import env
-from c4jax.judge import agents, protocol
+from c4jax import baselines, env
+from c4jax.judge import protocol
 
 
 def _biased(bias, key, state):
@@ -22,7 +22,7 @@ def test_split_and_join_a_partial():
     hash(static)
     joined = protocol.join_agent(static, arrays)
     assert joined.func is _biased and joined.args[0] is arrays[0]
-    assert protocol.split_agent(agents.random_agent) == (("object", agents.random_agent), [])
+    assert protocol.split_agent(baselines.random_agent) == (("object", baselines.random_agent), [])
 
 
 def test_cached_jit_is_one_lru_cache():
@@ -54,7 +54,7 @@ def test_batched_act_calls_both_kinds_and_reuses_the_compiled_call():
         return np.argmax(np.asarray(env.legal_action_mask(state)), axis=-1)
 
     host = protocol.HostAgent(first_legal)
-    assert protocol.is_host(host) and not protocol.is_host(agents.random_agent)
+    assert protocol.is_host(host) and not protocol.is_host(baselines.random_agent)
     np.testing.assert_array_equal(
         protocol.batched_act(host)(jax.random.PRNGKey(0), states), [0, 1, 0]
     )

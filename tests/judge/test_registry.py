@@ -6,9 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from c4jax import env
-from c4jax.alphazero.player import Player
-from c4jax.judge import agents, registry
+from c4jax import baselines, env
+from c4jax.judge import registry
+from c4jax.player import Player
 
 # --- Agent specs (no checkpoint needed). ---
 
@@ -86,8 +86,8 @@ def test_make_agent_rejects_bad_run_suffixes(tmp_path):
 
 
 def test_make_agent_normalises_names_and_builds_the_baselines():
-    assert registry.make_agent("random") == ("random", agents.random_agent)
-    assert registry.make_agent(" lookahead ") == ("lookahead", agents.lookahead_agent)
+    assert registry.make_agent("random") == ("random", baselines.random_agent)
+    assert registry.make_agent(" lookahead ") == ("lookahead", baselines.lookahead_agent)
     name, agent = registry.make_agent("mcts")
     assert name == "mcts-1000" and agent.keywords["num_simulations"] == 1000
     name, agent = registry.make_agent("minimax-3")
@@ -126,10 +126,10 @@ def test_run_agents_are_cached_and_play_like_the_player(tiny_run):
 
 
 def test_an_exported_network_is_an_agent_that_plays_like_its_run(tiny_run, tmp_path):
-    from c4jax.store import checkpoints
+    from c4jax.store import checkpoints, exported
 
     restored = checkpoints.restore_variables(tiny_run, None)
-    out = checkpoints.export_network(restored, tmp_path / "net", {"note": "test"})
+    out = exported.export_network(restored, tmp_path / "net", {"note": "test"})
     name, agent = registry.make_agent(f"{out}@0")
     assert name == f"{out}@0"
     assert registry.make_agent(f"{out}@0").agent is agent  # cached: one jit

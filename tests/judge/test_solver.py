@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from c4jax import env
-from c4jax.judge import agents, protocol, solver
+from c4jax import baselines, env
+from c4jax.judge import protocol, solver
 
 
 def test_judge_moves_hand_made():
@@ -86,7 +86,7 @@ def test_md5_catches_a_corrupted_file(tmp_path):
 
 def test_random_mover_matches_its_exact_expectation():
     """Over all six pinned sets (6000 positions) the measured rate is within 4 sigma."""
-    results = solver.evaluate_agent(agents.random_agent, jax.random.PRNGKey(0))
+    results = solver.evaluate_agent(baselines.random_agent, jax.random.PRNGKey(0))
     for name, r in results.items():
         s = solver.load_set(name)
         legal = s.legal
@@ -105,7 +105,7 @@ def test_random_mover_matches_its_exact_expectation():
 
 def test_lookahead_improves_on_random_and_batching_is_consistent():
     key = jax.random.PRNGKey(1)
-    look = solver.evaluate_agent(agents.lookahead_agent, key, ["L3_R1"], 300)["L3_R1"]
+    look = solver.evaluate_agent(baselines.lookahead_agent, key, ["L3_R1"], 300)["L3_R1"]
     expected_random = solver.expected_random_mistake_rate(solver.load_set("L3_R1").head(300))
     assert look["positions"] == 300
     assert look["mistake_rate"] < expected_random - 0.05
@@ -150,6 +150,6 @@ def test_host_agents_are_judged_like_jittable_ones():
 
 
 def test_format_report():
-    r = solver.evaluate_agent(agents.random_agent, jax.random.PRNGKey(0), ["L3_R1"], 20)
+    r = solver.evaluate_agent(baselines.random_agent, jax.random.PRNGKey(0), ["L3_R1"], 20)
     text = solver.format_report({"random": r})
     assert "L3_R1: 20 positions" in text and "exact best move" in text

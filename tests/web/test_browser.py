@@ -12,7 +12,7 @@ import time
 import pytest
 import uvicorn
 
-from c4jax.alphazero.player import Player
+from c4jax.player import Player
 from c4jax.web.app import make_app
 
 TIMEOUT_MS = 60_000

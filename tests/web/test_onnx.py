@@ -21,7 +21,7 @@ import pytest
 from c4jax import env, export
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import network
-from c4jax.store import checkpoints
+from c4jax.store import checkpoints, exported
 
 onnx_export = pytest.importorskip("c4jax.web.onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -63,7 +63,7 @@ def _check_parity(checkpoint: checkpoints.NetworkCheckpoint):
 
 
 def test_onnx_model_matches_the_pretrained_network():
-    _check_parity(checkpoints.load_exported())
+    _check_parity(exported.load_exported())
 
 
 def test_onnx_model_matches_a_run_network(tiny_run):
@@ -185,7 +185,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
     assert f"Network (o) played column {moves[1]}" in page.text_content("#value")
     # The logits shown are the Flax network's on the same position, and it played the best.
     shown = [float(cell.get_attribute("title").rsplit("logit ", 1)[1]) for cell in heat]
-    pretrained = checkpoints.load_exported()
+    pretrained = exported.load_exported()
     apply_fn = network.make_apply_fn(network.make_network(pretrained.config.network))
     want, _ = apply_fn(pretrained.variables, env.observe(env.stack([env.from_moves("4")])))
     np.testing.assert_allclose(shown, np.asarray(want)[0], atol=2e-3)

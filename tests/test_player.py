@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from c4jax import env
-from c4jax.alphazero.player import Move, Player
 from c4jax.judge import arena, registry
+from c4jax.player import Move, Player
 from c4jax.store import checkpoints
 
 

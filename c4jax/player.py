@@ -26,9 +26,8 @@ import numpy as np
 from c4jax import env
 from c4jax.alphazero import network, search
 from c4jax.alphazero.config import Config
-from c4jax.judge import agents
 from c4jax.position import Position
-from c4jax.store import checkpoints
+from c4jax.store import checkpoints, exported
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +128,7 @@ class Player:
             search.make_search(apply_fn, search_config), static_argnames="evaluation"
         )
         self.act = functools.partial(
-            agents.make_alphazero_act(
+            search.make_alphazero_act(
                 apply_fn, config.search, num_simulations=num_simulations
             ),
             variables,
@@ -173,7 +172,7 @@ class Player:
             seed: see the class.
         """
         with _quiet_absl():
-            restored = checkpoints.load_exported()
+            restored = exported.load_exported()
         config = restored.config
         sims = config.eval.num_simulations if num_simulations is None else num_simulations
         return cls(
