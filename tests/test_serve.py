@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from c4jax import serve
 from c4jax.player import Analysis, Player
 from c4jax.position import Position
-from c4jax.web.app import MAX_BODY, MAX_SIMULATIONS, make_app
+from c4jax.web.app import COMMON_DIR, MAX_BODY, MAX_SIMULATIONS, make_app
 
 DRAW = "472424756645422154157737216635626711335331"  # 42 moves, no four
 
@@ -59,9 +59,14 @@ def real_client(tiny_run):
 def test_page_and_assets_are_served_locally(client):
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    for asset in ("/static/app.js", "/static/style.css"):
+    for asset in ("/static/app.js", "/static/style.css", "/common/board.js"):
         assert client.get(asset).status_code == 200
         assert f'"{asset}"' in page.text
+    # The board script both pages share, loaded before the page's own app.js.
+    assert page.text.index('"/common/board.js"') < page.text.index('"/static/app.js"')
+    assert client.get("/common/board.js").text == (COMMON_DIR / "board.js").read_text()
+    missing = client.get("/common/nothing.js")
+    assert missing.status_code == 404 and "error" in missing.json()
     # No external resources: every src/href is local.
     assert "http://" not in page.text and "https://" not in page.text and "//" not in (
         client.get("/static/style.css").text.replace("://", "")
@@ -202,11 +207,11 @@ def test_serve_command_line_errors(tmp_path, capsys):
 
 
 def test_serve_without_a_pretrained_agent_exits_2(tmp_path, monkeypatch, capsys):
-    from c4jax.store import checkpoints, exported
+    from c4jax.store import exported
 
     original = exported.load_exported
     # What an install without the package's pretrained files sees.
-    monkeypatch.setattr(checkpoints, "load_exported", lambda: original(tmp_path))
+    monkeypatch.setattr(exported, "load_exported", lambda: original(tmp_path))
     assert serve.main(["--port", str(_free_port())]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "not an exported network" in err

@@ -3,6 +3,12 @@
     app = make_app(Player.from_checkpoint("runs/X"))   # a FastAPI (ASGI) app
     uvicorn.run(app, host="127.0.0.1", port=8000)      # python -m c4jax.serve does this
 
+The page's files: ``web/served/`` is the page this app serves (``/`` is its
+``index.html``, ``/static/`` its ``app.js`` and ``style.css``; its moves come
+from the API below); ``web/common/`` holds ``board.js``, the board, status line
+and move guards that it shares with ``web/standalone/`` (the page ``python -m
+c4jax.export web`` writes, see ``c4jax.web.onnx``), served as ``/common/board.js``.
+
 The API is stateless: the client sends the whole move string (Pons style,
 digits 1-7) with every request, and gets the position back.
 
@@ -46,6 +52,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from c4jax.position import MARKS, Position
 
 STATIC_DIR = Path(__file__).parent / "served"  # the page python -m c4jax.serve serves
+COMMON_DIR = Path(__file__).parent / "common"  # board.js, which both pages load
 AGENT_NAME = "c4jax"  # the one agent served: the loaded network with its search
 MAX_SIMULATIONS = 2000
 MAX_BODY = 4096  # bytes
@@ -200,6 +207,7 @@ def make_app(
         return FileResponse(STATIC_DIR / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/common", StaticFiles(directory=COMMON_DIR), name="common")
 
     @app.get("/api/info")
     async def info():

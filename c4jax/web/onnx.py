@@ -13,10 +13,16 @@ Flax outputs to float32 rounding (tested).
 
 ``write_web_page`` writes a directory that plays the network in a browser
 with ``onnxruntime-web`` and no Python: ``index.html``, ``app.js``,
-``style.css``, ``model.onnx`` and onnxruntime-web's files, copied from its npm
-package (``ort_dist`` finds or installs it). By default the page plays the
-network alone: the legal column with the highest policy logit, no search; a
-menu adds a small PUCT search written in the page's JavaScript.
+``board.js``, ``style.css``, ``model.onnx`` and onnxruntime-web's files, copied
+from its npm package (``ort_dist`` finds or installs it). By default the page
+plays the network alone: the legal column with the highest policy logit, no
+search; a menu adds a small PUCT search written in the page's JavaScript.
+
+The page's files: ``web/standalone/`` is this page (``index.html``, a template
+filled in here, and ``app.js``); ``web/common/board.js`` is the board, status
+line and move guards it shares with ``web/served/`` (the page ``python -m
+c4jax.serve`` serves, see ``c4jax.web.app``), copied next to ``index.html`` so
+that the directory is self-contained; ``style.css`` is ``web/served/``'s.
 
 Needs the ``export`` extra (``pip install 'c4jax[export]'``) for ``onnx``.
 """
@@ -47,6 +53,7 @@ ORT_WEB_VERSION = "1.30.0"  # the onnxruntime-web release the page is made and t
 ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 ORT_CACHE = Path.home() / ".cache" / "c4jax" / f"onnxruntime-web-{ORT_WEB_VERSION}"
 PAGE_DIR = Path(__file__).resolve().parent / "standalone"  # index.html and app.js
+COMMON_SCRIPT = Path(__file__).resolve().parent / "common" / "board.js"  # both pages load it
 STYLE = Path(__file__).resolve().parent / "served" / "style.css"  # the served app's
 MODEL_FILE = "model.onnx"
 
@@ -256,6 +263,7 @@ def write_web_page(
     for name in ORT_FILES:
         shutil.copyfile(ort_dir / name, out_dir / name)
     shutil.copyfile(PAGE_DIR / "app.js", out_dir / "app.js")
+    shutil.copyfile(COMMON_SCRIPT, out_dir / COMMON_SCRIPT.name)
     shutil.copyfile(STYLE, out_dir / "style.css")
     about = json.dumps({"source": source, "step": checkpoint.step, "model": MODEL_FILE})
     page = (PAGE_DIR / "index.html").read_text()

@@ -123,3 +123,63 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
     assert all(url.startswith(server_url) for url in requests), requests  # nothing external
     assert not page.text_content("#error")
     page.close()
+
+
+def _state_posts(requests) -> list[str]:
+    """The bodies of the POSTs to /api/state among the recorded requests."""
+    return [r.post_data for r in requests if r.url.endswith("/api/state") and r.method == "POST"]
+
+
+def test_the_shared_board_script_guards_the_clicks(browser, server_url):
+    """common/board.js runs in the served page: it draws the board and lets no click through
+    while the agent thinks, on a full column or after the game."""
+    page = browser.new_page(viewport={"width": 640, "height": 900})
+    errors, requests, held = [], [], []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.on("request", lambda request: requests.append(request))
+    page.route("**/api/move", lambda route: held.append(route))  # held until released
+    page.goto(server_url + "/")
+    page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
+    assert any(r.url == server_url + "/common/board.js" for r in requests)
+    assert page.evaluate("typeof C4.renderBoard") == "function"
+    assert len(page.query_selector_all("#board .col")) == 7
+    assert len(page.query_selector_all("#board .cell")) == 42
+
+    # While the agent thinks, a click is not a move.
+    page.click('#board .col[data-col="4"]')
+    page.wait_for_selector("text=Agent (o) is thinking...", timeout=TIMEOUT_MS)
+    assert len(held) == 1 and not page.query_selector_all("#board .col.playable")
+    posts = len(_state_posts(requests))
+    page.click('#board .col[data-col="3"]')
+    page.wait_for_timeout(300)
+    assert _moves(page) == "4" and len(_state_posts(requests)) == posts
+    held.pop().continue_()
+    _wait_moves(page, "m.length === 2")
+    page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
+
+    # Two humans: a full column takes no stone, and after the game no column does.
+    page.select_option("#player-o", "human")
+    page.click("#new-game")
+    _wait_moves(page, "m.length === 0")
+    for n in range(1, 7):
+        page.click('#board .col[data-col="1"]')
+        _wait_moves(page, f"m.length === {n}")
+    assert _moves(page) == "111111"
+    assert page.get_attribute('#board .col[data-col="1"]', "class") == "col"
+    posts = len(_state_posts(requests))
+    page.click('#board .col[data-col="1"]')
+    page.wait_for_timeout(300)
+    assert _moves(page) == "111111" and len(_state_posts(requests)) == posts
+    for n, col in enumerate("2323232", start=7):  # x: four in a row in column 2
+        page.click(f'#board .col[data-col="{col}"]')
+        _wait_moves(page, f"m.length === {n}")
+        if page.query_selector("#status.over"):
+            break
+    assert page.text_content("#status") == "Game over: x (human) wins.", _moves(page)
+    final, posts = _moves(page), len(_state_posts(requests))
+    page.click('#board .col[data-col="5"]')
+    page.wait_for_timeout(300)
+    assert _moves(page) == final and len(_state_posts(requests)) == posts
+    assert not held and not errors, errors
+    assert not page.text_content("#error")
+    page.close()

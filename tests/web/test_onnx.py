@@ -120,9 +120,12 @@ def test_export_a_run_writes_the_page_files(tiny_run, ort_dir, tmp_path, capsys)
     assert export.main(["web", str(out), "--run", f"{tiny_run}", "--ort-dir", str(ort_dir)]) == 0
     assert capsys.readouterr().out.startswith(f"wrote {out}")
     names = {p.name for p in out.iterdir()}
-    assert names == {"index.html", "app.js", "style.css", onnx_export.MODEL_FILE,
+    assert names == {"index.html", "app.js", "board.js", "style.css", onnx_export.MODEL_FILE,
                      *onnx_export.ORT_FILES}
+    # The shared board script is copied next to index.html, which loads it before app.js.
+    assert (out / "board.js").read_bytes() == onnx_export.COMMON_SCRIPT.read_bytes()
     page = (out / "index.html").read_text()
+    assert page.index('<script src="board.js">') < page.index('<script src="app.js">')
     assert f"run {Path(tiny_run).name}" in page and "{{" not in page
     assert "network alone" in page
     restored = checkpoints.restore_variables(tiny_run)
@@ -237,5 +240,68 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
 
     assert not errors, errors
     assert all(url.startswith(page_url) or url.startswith("data:") for url in requests), requests
+    assert not page.text_content("#error")
+    page.close()
+
+
+def test_the_shared_board_script_guards_the_static_page(browser, page_url):
+    """common/board.js (board.js next to index.html) runs in the static page: it draws the
+    board and lets no click through before the network is loaded, while it thinks or after
+    the game (test_common.py checks the full column)."""
+    page = browser.new_page(viewport={"width": 640, "height": 1000})
+    errors, requests, held = [], [], []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.on("request", lambda request: requests.append(request.url))
+    page.route(f"**/{onnx_export.MODEL_FILE}", lambda route: held.append(route))
+    page.goto(page_url + "/")
+
+    # The network not loaded yet: the empty board, and a click is not a move.
+    page.wait_for_function("document.querySelectorAll('#board .cell').length === 42",
+                           timeout=TIMEOUT_MS)
+    assert page_url + "/board.js" in requests
+    assert page.evaluate("typeof C4.renderBoard") == "function"
+    assert page.text_content("#status") == "Loading the network..."
+    assert not page.query_selector_all("#board .col.playable")
+    page.click('#board .col[data-col="4"]')
+    assert page.text_content("#moves") == "(none)"
+    for _ in range(TIMEOUT_MS // 50):  # the model's request, held
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert page.text_content("#moves") == "(none)" and len(held) == 1
+    held.pop().continue_()
+    page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
+
+    # While the network thinks (its runs held until released), a click is not a move.
+    page.evaluate("""() => {
+      const run = session.run.bind(session);
+      window.heldRuns = [];
+      session.run = (feeds) => new Promise((done) => heldRuns.push(() => done(run(feeds))));
+    }""")
+    page.click('#board .col[data-col="4"]')
+    page.wait_for_selector("text=o (network) to move (thinking...)", timeout=TIMEOUT_MS)
+    assert not page.query_selector_all("#board .col.playable")
+    page.click('#board .col[data-col="3"]')
+    assert page.text_content("#moves") == "4"
+    page.wait_for_function("heldRuns.length === 1", timeout=TIMEOUT_MS)
+    page.evaluate("() => { delete session.run; heldRuns.pop()(); }")
+    _wait_moves(page, "m.length === 2")
+    page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
+
+    # After the game, no column takes a stone.
+    for _ in range(25):
+        if page.query_selector("#status.over"):
+            break
+        before = len(page.text_content("#moves"))
+        page.click("#board .col.playable")
+        _wait_moves(page, f"m.length >= {before + 2} || "
+                    "document.getElementById('status').classList.contains('over')")
+    assert page.text_content("#status").startswith("Game over")
+    final = page.text_content("#moves")
+    for c in range(1, 8):
+        page.click(f'#board .col[data-col="{c}"]')
+    page.wait_for_timeout(300)
+    assert page.text_content("#moves") == final
+    assert not errors, errors
     assert not page.text_content("#error")
     page.close()

@@ -1,4 +1,5 @@
-// The Connect Four page: talks to the stateless JSON API of c4jax/web/app.py.
+// The served Connect Four page: its moves come from the stateless JSON API of
+// c4jax/web/app.py. The board, status line and move guards are common/board.js's (C4).
 "use strict";
 
 const SIMS_CHOICES = [0, 4, 16, 64, 200, 800, 2000];
@@ -10,7 +11,7 @@ let analysis = null;     // the agent's view before its last move (+ `mark`, the
 let generation = 0;      // bumped by new game / undo / settings: late agent replies are dropped
 let busy = false;        // an agent move is on its way
 
-const $ = (id) => document.getElementById(id);
+const { $, fmt } = C4;
 
 async function api(path, body) {
   const options = body === undefined ? {} : {
@@ -26,45 +27,34 @@ async function api(path, body) {
 
 function controller(mark) { return $("player-" + mark).value; }
 function showError(text) { $("error").textContent = text || ""; }
-function fmt(x) { return x === null || x === undefined ? "-" : (x >= 0 ? "+" : "") + x.toFixed(2); }
 
-function playable(col) {
-  return position && !busy && !position.winner && controller(position.to_move) === "human"
-    && position.legal.includes(col);
-}
+// What common/board.js shows and guards: the server's position (board cells 0 x, 1 o,
+// -1 empty), the turn, and the human's move.
+const game = {
+  view: () => position && {
+    board: position.board.map((row) => row.map((who) => C4.MARKS[who] || null)),
+    toMove: position.to_move,
+    winner: position.winner,
+    legal: position.legal,
+    last: position.last_move,
+    win: position.winning_line,
+  },
+  turn: () => ({ ready: true, busy, human: (mark) => controller(mark) === "human" }),
+  play: (col) => onColumn(col),
+};
 
-function renderBoard() {
-  const board = $("board");
-  board.textContent = "";
-  const wins = new Set((position ? position.winning_line : []).map(([r, c]) => `${r},${c}`));
-  const last = position && position.last_move ? position.last_move.join(",") : "";
-  for (let c = 0; c < 7; c++) {
-    const col = document.createElement("div");
-    col.className = "col" + (playable(c + 1) ? " playable" : "");
-    col.dataset.col = String(c + 1);
-    col.title = `column ${c + 1}`;
-    col.addEventListener("click", () => onColumn(c + 1));
-    for (let r = 0; r < 6; r++) {
-      const cell = document.createElement("div");
-      const who = position ? position.board[r][c] : -1;
-      cell.className = "cell" + (who === 0 ? " x" : who === 1 ? " o" : "");
-      if (`${r},${c}` === last) cell.classList.add("last");
-      if (wins.has(`${r},${c}`)) cell.classList.add("win");
-      cell.dataset.row = String(r);
-      col.appendChild(cell);
-    }
-    board.appendChild(col);
-  }
-}
+const STATUS_WORDS = {
+  loading: "Loading...",
+  who: (mark, human) => `${mark} (${human ? "human" : "agent"})`,
+  draw: "Game over: a draw.",
+  wins: (who) => `Game over: ${who} wins.`,
+  thinking: (mark) => `Agent (${mark}) is thinking...`,
+  toMove: (who, human) => `${who} to move${human ? ": click a column." : "."}`,
+};
 
 function renderHeat() {
-  const heat = $("heat");
-  heat.textContent = "";
   const maxP = analysis ? Math.max(...analysis.policy, 1e-9) : 1;
-  for (let c = 0; c < 7; c++) {
-    const cell = document.createElement("div");
-    cell.className = "heat-cell";
-    cell.dataset.col = String(c + 1);
+  C4.renderHeat($("heat"), (cell, c) => {
     if (analysis) {
       const p = analysis.policy[c];
       const q = analysis.q[c];
@@ -87,39 +77,18 @@ function renderHeat() {
     } else {
       cell.innerHTML = `<div class="p">-</div>`;
     }
-    heat.appendChild(cell);
-  }
+  });
   $("value").textContent = analysis
     ? `Agent (${analysis.mark}) played column ${analysis.chosen + 1} (${analysis.rule || "its choice"});`
       + ` its value of the position: ${fmt(analysis.value)} (+1 = it wins, -1 = it loses).`
     : "The agent's view of each column shows here after its move.";
 }
 
-function renderStatus() {
-  const status = $("status");
-  status.classList.remove("over");
-  if (!position) { status.textContent = "Loading..."; return; }
-  const who = (mark) => `${mark} (${controller(mark) === "human" ? "human" : "agent"})`;
-  if (position.winner === "draw") {
-    status.textContent = "Game over: a draw.";
-    status.classList.add("over");
-  } else if (position.winner) {
-    status.textContent = `Game over: ${who(position.winner)} wins.`;
-    status.classList.add("over");
-  } else if (busy) {
-    status.textContent = `Agent (${position.to_move}) is thinking...`;
-  } else if (controller(position.to_move) === "human") {
-    status.textContent = `${who(position.to_move)} to move: click a column.`;
-  } else {
-    status.textContent = `${who(position.to_move)} to move.`;
-  }
-}
-
 function render() {
-  renderBoard();
+  C4.renderBoard($("board"), game);
   renderHeat();
-  renderStatus();
-  $("moves").textContent = moves || "(empty board)";
+  C4.renderStatus($("status"), game, STATUS_WORDS);
+  C4.showMoves($("moves"), moves, "(empty board)");
   $("undo").disabled = moves.length === 0;
 }
 
@@ -164,8 +133,8 @@ async function maybeAgent() {
   if (gen === generation && !$("error").textContent) setTimeout(maybeAgent, AGENT_DELAY_MS);
 }
 
+// The human's move in column col (1-7); C4's guard has let it through.
 async function onColumn(col) {
-  if (!playable(col)) return;
   const gen = generation;
   try {
     const data = await api("/api/state", { moves, column: col });
@@ -190,7 +159,7 @@ function undo() {
   let back = moves.slice(0, -1);
   const humans = ["x", "o"].filter((m) => controller(m) === "human");
   // Back to the last position where a human is to move (if anyone is human).
-  while (back.length > 0 && humans.length > 0 && !humans.includes(back.length % 2 ? "o" : "x")) {
+  while (back.length > 0 && humans.length > 0 && !humans.includes(C4.moverOf(back))) {
     back = back.slice(0, -1);
   }
   analysis = null;

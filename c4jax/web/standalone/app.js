@@ -1,10 +1,11 @@
 // The static Connect Four page: the c4jax network (model.onnx) run by onnxruntime-web
 // in the browser; no server but a static file server. By default the network plays
 // alone (the legal column with the highest policy); a small AlphaZero-style PUCT
-// search with it is an option.
+// search with it is an option. The board, status line and move guards are
+// common/board.js's (C4, in board.js next to this file).
 "use strict";
 
-const ROWS = 6, COLS = 7;
+const { ROWS, COLS, $ } = C4;
 const C_PUCT = 1.25;     // exploration constant of the page's PUCT search
 const ABOUT = JSON.parse(document.getElementById("about").textContent);
 
@@ -14,10 +15,9 @@ let analysis = null;     // the network's view before its last move (see agentMo
 let generation = 0;      // bumped by new game: a late network move is dropped
 let busy = false;        // a network move is on its way
 
-const $ = (id) => document.getElementById(id);
-const markOf = (player) => (player === 1 ? "x" : "o");
+const markOf = (player) => C4.MARKS[player - 1];
 const humanPlayer = () => ($("first").value === "human" ? 1 : 2);
-const fmt = (x) => (x >= 0 ? "+" : "") + x.toFixed(2);
+const fmt = C4.fmt;
 
 // --- The game: board[r][c] is 0 (empty), 1 (x) or 2 (o); r = 0 is the bottom row. ---
 
@@ -164,43 +164,38 @@ async function think(g, sims) {
 
 // --- The page. ---
 
-function playable(c) {
-  return session !== null && !busy && !isOver(game) && toMove(game) === humanPlayer()
-    && height(game, c) < ROWS;
-}
+// What common/board.js shows and guards: the game on the board, the turn (ready once
+// the network is loaded), and the human's move.
+const page = {
+  view: () => {
+    const lastCol = game.moves.length ? Number(game.moves[game.moves.length - 1]) - 1 : -1;
+    const winner = game.win.length ? markOf(game.board[game.win[0][0]][game.win[0][1]])
+      : isOver(game) ? "draw" : null;
+    return {
+      board: game.board.map((row) => row.map((p) => (p ? markOf(p) : null))),
+      toMove: markOf(toMove(game)),
+      winner,
+      legal: legal(game).map((c) => c + 1),
+      last: lastCol >= 0 ? [height(game, lastCol) - 1, lastCol] : null,
+      win: game.win,
+    };
+  },
+  turn: () => ({
+    ready: session !== null, busy, human: (mark) => mark === markOf(humanPlayer()),
+  }),
+  play: (col) => onColumn(col - 1),
+};
 
-function renderBoard() {
-  const el = $("board");
-  el.textContent = "";
-  const wins = new Set(game.win.map(([r, c]) => `${r},${c}`));
-  const lastCol = game.moves.length ? Number(game.moves[game.moves.length - 1]) - 1 : -1;
-  const lastRow = lastCol >= 0 ? height(game, lastCol) - 1 : -1;
-  for (let c = 0; c < COLS; c++) {
-    const col = document.createElement("div");
-    col.className = "col" + (playable(c) ? " playable" : "");
-    col.dataset.col = String(c + 1);
-    col.title = `column ${c + 1}`;
-    col.addEventListener("click", () => onColumn(c));
-    for (let r = 0; r < ROWS; r++) {
-      const cell = document.createElement("div");
-      const who = game.board[r][c];
-      cell.className = "cell" + (who === 1 ? " x" : who === 2 ? " o" : "");
-      if (r === lastRow && c === lastCol) cell.classList.add("last");
-      if (wins.has(`${r},${c}`)) cell.classList.add("win");
-      cell.dataset.row = String(r);
-      col.appendChild(cell);
-    }
-    el.appendChild(col);
-  }
-}
+const STATUS_WORDS = {  // no `loading`: the text stays "Loading the network..." or its error
+  who: (mark, human) => `${mark} (${human ? "you" : "network"})`,
+  draw: "Game over: draw",
+  wins: (who) => `Game over: ${who} wins`,
+  thinking: (mark, who) => `${who} to move (thinking...)`,
+  toMove: (who) => `${who} to move`,
+};
 
 function renderHeat() {
-  const el = $("heat");
-  el.textContent = "";
-  for (let c = 0; c < COLS; c++) {
-    const cell = document.createElement("div");
-    cell.className = "heat-cell";
-    cell.dataset.col = String(c + 1);
+  C4.renderHeat($("heat"), (cell, c) => {
     if (analysis) {
       const a = analysis;
       const p = a.policy[c];
@@ -213,8 +208,7 @@ function renderHeat() {
       cell.title = `column ${c + 1}: ${a.sims ? "visits" : "policy"} ${share}, `
         + `logit ${a.logits[c].toFixed(3)}`;
     }
-    el.appendChild(cell);
-  }
+  });
   $("value").textContent = analysis
     ? `Network (${analysis.mark}) played column ${analysis.col + 1}`
       + (analysis.sims ? ` after ${analysis.sims} simulations; its value of the move: `
@@ -222,25 +216,11 @@ function renderHeat() {
     : "";
 }
 
-function renderStatus() {
-  const status = $("status");
-  const who = (p) => `${markOf(p)} (${p === humanPlayer() ? "you" : "network"})`;
-  status.classList.toggle("over", isOver(game));
-  if (session === null) return;
-  if (game.win.length) {
-    status.textContent = `Game over: ${who(game.board[game.win[0][0]][game.win[0][1]])} wins`;
-  } else if (isOver(game)) {
-    status.textContent = "Game over: draw";
-  } else {
-    status.textContent = `${who(toMove(game))} to move` + (busy ? " (thinking...)" : "");
-  }
-}
-
 function render() {
-  renderBoard();
+  C4.renderBoard($("board"), page);
   renderHeat();
-  renderStatus();
-  $("moves").textContent = game.moves || "(none)";
+  C4.renderStatus($("status"), page, STATUS_WORDS);
+  C4.showMoves($("moves"), game.moves, "(none)");
 }
 
 async function agentMove() {
@@ -263,8 +243,8 @@ async function agentMove() {
   }
 }
 
+// The human's move in column c (0-based); C4's guard has let it through.
 function onColumn(c) {
-  if (!playable(c)) return;
   drop(game, c);
   render();
   agentMove();
