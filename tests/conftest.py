@@ -9,9 +9,8 @@ from pathlib import Path
 import jax
 import pytest
 
-from c4jax import train
 from c4jax.alphazero import config as config_lib
-from c4jax.run import xla_flags
+from c4jax.run import train_alphazero, xla_flags
 
 # Compiling dominates this suite's time on a CPU, and many tests compile the same
 # programs (every Trainer re-jits the tiny preset's step). A persistent cache,
@@ -39,7 +38,7 @@ def tiny_run(tmp_path_factory):
     Trained once per test session and shared: tests must only read it.
     """
     run_dir = tmp_path_factory.mktemp("tiny_run")
-    train.train_and_evaluate(config_lib.load("tiny"), run_dir, progress=False)
+    train_alphazero.train_and_evaluate(config_lib.load("tiny"), run_dir, progress=False)
     return run_dir
 
 

@@ -16,6 +16,7 @@ import pytest
 from c4jax import env, train
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import network, trainer
+from c4jax.run import train_alphazero
 
 ROOT = Path(__file__).resolve().parent.parent
 # Standard errors the loss drop must clear. Over seeds 0-4 the drops measure
@@ -35,7 +36,7 @@ def _leaves(state):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("full")
-    return workdir, train.train_and_evaluate(_tiny(), workdir, progress=False)
+    return workdir, train_alphazero.train_and_evaluate(_tiny(), workdir, progress=False)
 
 
 def test_run_writes_config_metrics_events_and_checkpoints(uninterrupted):
@@ -86,7 +87,7 @@ def test_loss_goes_down(tmp_path, seed):
     """
     cfg = _tiny(num_iterations=10, sgd_steps=32, learning_rate=0.01)
     cfg = dataclasses.replace(cfg, seed=seed, eval=dataclasses.replace(cfg.eval, every=0))
-    state = train.train_and_evaluate(cfg, tmp_path, progress=False)["state"]
+    state = train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False)["state"]
     run = trainer.Trainer(cfg)
     initial = run.init(trainer.run_keys(seed)[0]).learner
     size = int(state.replay.size)
@@ -105,9 +106,9 @@ def test_loss_goes_down(tmp_path, seed):
 
 def test_interrupted_and_resumed_run_matches_bit_for_bit(uninterrupted, tmp_path):
     _, full = uninterrupted
-    first = train.train_and_evaluate(_tiny(), tmp_path, progress=False, stop_after=1)
+    first = train_alphazero.train_and_evaluate(_tiny(), tmp_path, progress=False, stop_after=1)
     assert first["step"] == 1
-    resumed = train.train_and_evaluate(_tiny(), tmp_path, progress=False)
+    resumed = train_alphazero.train_and_evaluate(_tiny(), tmp_path, progress=False)
     assert resumed["step"] == 4
     for a, b in zip(_leaves(full["state"]), _leaves(resumed["state"]), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -118,11 +119,11 @@ def test_incompatible_checkpoint_is_rejected_naming_the_field(uninterrupted):
     cfg = _tiny()
     cfg = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, channels=16))
     with pytest.raises(ValueError, match=r"network\.channels is 8 in the checkpoint but 16"):
-        train.train_and_evaluate(cfg, workdir, progress=False)
+        train_alphazero.train_and_evaluate(cfg, workdir, progress=False)
     cfg = _tiny()
     cfg = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, value_channels=4))
     with pytest.raises(ValueError, match=r"network\.value_channels is 1 in the checkpoint but 4"):
-        train.train_and_evaluate(cfg, workdir, progress=False)
+        train_alphazero.train_and_evaluate(cfg, workdir, progress=False)
 
 
 def test_rerunning_a_finished_run_directory_uses_its_config(uninterrupted):
@@ -134,7 +135,7 @@ def test_rerunning_a_finished_run_directory_uses_its_config(uninterrupted):
 def test_asking_for_fewer_iterations_than_done_does_nothing_and_says_so(uninterrupted, capsys):
     workdir, _ = uninterrupted
     before = (workdir / "config.json").read_text()
-    summary = train.train_and_evaluate(_tiny(num_iterations=2), workdir, progress="lines")
+    summary = train_alphazero.train_and_evaluate(_tiny(num_iterations=2), workdir, progress="lines")
     assert summary["done"] == 0 and summary["step"] == 4
     assert "nothing to do: " in capsys.readouterr().out
     assert (workdir / "config.json").read_text() == before  # not rewritten
@@ -152,13 +153,13 @@ def test_nan_loss_stops_the_run_keeping_the_last_good_checkpoint(tmp_path):
         return state.replace(learner=state.learner.replace(params=params))
 
     expected = r"NaN/inf at iteration 4 .*checkpoint 2 is kept"
-    with pytest.raises(train.NonFiniteError, match=expected):
-        train.train_and_evaluate(cfg, tmp_path, corrupt=corrupt)
+    with pytest.raises(train_alphazero.NonFiniteError, match=expected):
+        train_alphazero.train_and_evaluate(cfg, tmp_path, corrupt=corrupt)
     steps = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
     assert steps == [2]
     logged = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").open()]
     assert logged == [1, 2, 3]  # the broken iteration is not logged
-    summary = train.train_and_evaluate(cfg, tmp_path)
+    summary = train_alphazero.train_and_evaluate(cfg, tmp_path)
     assert summary["done"] == 4 and summary["metrics"]["params_finite"] == 1.0
 
 
@@ -309,13 +310,13 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
     on resume, not twice; a torn last line does not break the resume."""
     cfg = _tiny()
     cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, every=0))
-    train.train_and_evaluate(cfg, tmp_path, progress=False, stop_after=2)
+    train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False, stop_after=2)
     metrics = tmp_path / "metrics.jsonl"
     lines = metrics.read_text().splitlines()
     fake = json.loads(lines[-1])
     fake["step"] = 3  # as if step 3 was logged, then the process died before saving
     metrics.write_text("\n".join(lines + [json.dumps(fake), '{"step": 4, "lo']) + "\n")
-    train.train_and_evaluate(cfg, tmp_path, progress=False)
+    train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False)
     steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
     assert steps == [1, 2, 3, 4]
 
@@ -330,7 +331,7 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
     cfg = dataclasses.replace(
         cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy", gumbel_noise_moves=6)
     )
-    summary = train.train_and_evaluate(cfg, tmp_path, progress=False)
+    summary = train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False)
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert summary["step"] == 2 and records[-1]["random_move_fraction"] > 0
     assert "win_rate/lookahead" in records[-1]
@@ -344,7 +345,7 @@ def test_a_damaged_newest_checkpoint_is_set_aside_with_a_warning(tmp_path):
     one line, moves it to damaged-checkpoints/ and resumes from checkpoint 2."""
     cfg = dataclasses.replace(_tiny(num_iterations=3), checkpoint_every=1)
     cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, every=0))
-    train.train_and_evaluate(cfg, tmp_path)
+    train_alphazero.train_and_evaluate(cfg, tmp_path)
     data = max((tmp_path / "checkpoints" / "3" / "state").glob("**/d/*"),
                key=lambda p: p.stat().st_size)
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])

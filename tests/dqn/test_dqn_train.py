@@ -10,6 +10,7 @@ import pytest
 from c4jax.alphazero import config as config_lib
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import train
+from c4jax.run import train_dqn
 
 
 def test_a_run_directory_like_alphazeros(tiny_dqn_run):
@@ -26,15 +27,15 @@ def test_a_run_directory_like_alphazeros(tiny_dqn_run):
 
 def test_resume_is_bit_for_bit(tmp_path):
     config = dqn_config.load("tiny")
-    straight = train.train_and_evaluate(config, tmp_path / "a")
-    first = train.train_and_evaluate(config, tmp_path / "b", stop_after=1)
+    straight = train_dqn.train_and_evaluate(config, tmp_path / "a")
+    first = train_dqn.train_and_evaluate(config, tmp_path / "b", stop_after=1)
     assert first["done"] == 1
-    resumed = train.train_and_evaluate(config, tmp_path / "b")
+    resumed = train_dqn.train_and_evaluate(config, tmp_path / "b")
     assert resumed["done"] == config.train.num_iterations - 1
     for a, b in zip(jax.tree.leaves(straight["state"].learner),
                     jax.tree.leaves(resumed["state"].learner), strict=True):
         np.testing.assert_array_equal(a, b)
-    again = train.train_and_evaluate(config, tmp_path / "b")
+    again = train_dqn.train_and_evaluate(config, tmp_path / "b")
     assert again["done"] == 0  # nothing to do
 
 

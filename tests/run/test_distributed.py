@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from c4jax import train
-from c4jax.run import distributed
+from c4jax.run import distributed, train_alphazero
 from c4jax.run.distributed import Cluster
 from c4jax.store import checkpoints
 
@@ -39,9 +39,10 @@ import sys
 import jax
 import numpy as np
 from c4jax import train
+from c4jax.run import train_alphazero
 
 out, argv = sys.argv[1], sys.argv[2:]
-run = train.train_and_evaluate
+run = train_alphazero.train_and_evaluate
 
 def keep_learner(*args, **kwargs):
     summary = run(*args, **kwargs)
@@ -49,7 +50,7 @@ def keep_learner(*args, **kwargs):
     np.savez(out, *[np.asarray(x.addressable_data(0)) for x in leaves])
     return summary
 
-train.train_and_evaluate = keep_learner
+train_alphazero.train_and_evaluate = keep_learner
 sys.exit(train.main(argv))
 """
 
@@ -106,7 +107,7 @@ def test_runtime_failures_are_told_from_c4jax_errors():
     gloo = "UNKNOWN: Gloo AllGather failed: [pair.cc:538] Read error: Connection reset by peer"
     assert train._peer_failure(ValueError(gloo))
     assert not train._peer_failure(ValueError("config field train.sgd_steps: got 0"))
-    assert not train._peer_failure(train.NonFiniteError("the loss became NaN/inf"))
+    assert not train._peer_failure(train_alphazero.NonFiniteError("the loss became NaN/inf"))
 
 
 # -- two processes on localhost ---------------------------------------------------

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from c4jax import train
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import trainer
+from c4jax.run import train_alphazero
 from c4jax.store import checkpoints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def _run_config() -> config_lib.Config:
 def run(tmp_path_factory):
     """A pristine run directory (copy it before damaging) and the state of step 2."""
     workdir = tmp_path_factory.mktemp("run")
-    train.train_and_evaluate(_run_config(), workdir, progress=False)
+    train_alphazero.train_and_evaluate(_run_config(), workdir, progress=False)
     reader = checkpoints.open_for_reading(workdir)
     assert sorted(reader.all_steps()) == [1, 2, 3]
     previous = checkpoints.restore_state(reader, _PREVIOUS, _abstract_state())

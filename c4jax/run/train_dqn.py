@@ -1,0 +1,130 @@
+"""The value-based training run as a library call: ``train_and_evaluate(config, workdir)``.
+
+``python -m c4jax.dqn.train`` (``c4jax dqn-train``; or ``python -m c4jax.train
+--config dqn/NAME``) is its command line. The same run directory as AlphaZero's
+(``config.json``, ``metrics.jsonl``, ``tb/``, ``checkpoints/``, the lock), the
+same Ctrl-C, damaged-checkpoint fallback and NaN guard (``c4jax.run.loop``).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jax
+
+from c4jax.alphazero import config as config_lib
+from c4jax.dqn import config as dqn_config
+from c4jax.dqn import trainer as dqn_trainer
+from c4jax.dqn.config import DQNConfig
+from c4jax.judge import periodic
+from c4jax.run import loop as runloop
+from c4jax.run import rundir, runlog
+from c4jax.store import checkpoints
+
+OPPONENTS = ("random", "win-if-you-can", "lookahead")  # periodic evaluation, agent specs
+_STATE_FIELDS = ("model.kind", "model.hidden", "train.num_envs", "train.replay_capacity")
+
+
+NonFiniteError = runloop.NonFiniteError  # the loss or parameters became NaN/inf
+
+
+def _resume_hint(workdir: Path) -> str:
+    return f"python -m c4jax.dqn.train --workdir {workdir}"
+
+
+def check_compatible(stored: DQNConfig, requested: DQNConfig) -> None:
+    """Raises ValueError naming each field that a resumed checkpoint cannot change."""
+    config_lib.check_unchanged(stored, requested, _STATE_FIELDS)
+
+
+def _abstract(init, key):
+    """The state's shapes and dtypes, placed on the first device (for Orbax's restore)."""
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    return jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
+        jax.eval_shape(init, key),
+    )
+
+
+def train_and_evaluate(
+    config: DQNConfig, workdir: str | Path, *, progress: bool | runlog.Mode = False,
+    stop_after: int | None = None,
+) -> dict:
+    """Trains (or continues) the value-based run in ``workdir``.
+
+    Args:
+        config: the run's configuration (validated here).
+        workdir: run directory; its newest good checkpoint is continued.
+        progress: ``bar``, ``lines`` or ``off`` (True: ``bar`` on a terminal, else ``lines``).
+        stop_after: stop (saving a checkpoint) after this many iterations of this
+            call, as a Ctrl-C would; for tests.
+
+    Returns:
+        ``step``, ``workdir``, the last ``metrics`` and ``eval``, the final
+        ``state``, ``done`` (iterations this call did), ``interrupted``.
+
+    Raises:
+        ValueError: a bad config or an unusable run directory, before compiling.
+        NonFiniteError: the loss or parameters became NaN/inf.
+    """
+    dqn_config.validate(config)
+    mode = runlog.default_mode() if progress is True else (progress or "off")
+    workdir = rundir.prepare(Path(workdir))
+    with rundir.lock(workdir):
+        return _train(config, workdir, mode, stop_after)
+
+
+def _train(config: DQNConfig, workdir: Path, mode: runlog.Mode, stop_after) -> dict:
+    say = print if mode != "off" else (lambda *a, **k: None)
+    total = config.train.num_iterations
+    run = dqn_trainer.make_trainer(config)
+    init = jax.jit(run.init)
+    iteration = jax.jit(run.iteration, donate_argnums=0)
+    root = jax.random.key(config.seed)
+    init_key, iteration_root, eval_key = jax.random.split(root, 3)
+    manager = checkpoints.make_manager(workdir, keep=config.keep_checkpoints)
+    try:
+        resumed = checkpoints.restore_latest_good(
+            manager, _abstract(init, init_key),
+            quarantine=workdir / checkpoints.QUARANTINE_DIR,
+            check_config=lambda stored: check_compatible(stored, config),
+            config_type=DQNConfig,
+        )
+    except BaseException:
+        manager.close()
+        raise
+    state, step = (None, 0) if resumed is None else (resumed.state, resumed.step)
+    summary = {"step": step, "workdir": str(workdir), "metrics": {}, "eval": {},
+               "state": state, "done": 0, "interrupted": False}
+    if state is not None and step >= total:
+        manager.close()
+        say(f"nothing to do: {workdir} has done {step} iterations and "
+            f"--train.num-iterations is {total}; raise it to train on.")
+        return summary
+    config_lib.save(config, workdir / "config.json")
+    if state is None:
+        state = init(init_key)
+    else:
+        say(f"resuming {workdir} from iteration {step} of {total}")
+    act = functools.partial(dqn_trainer.q_act, run.apply)
+    log = runlog.RunLog(workdir, total, step, mode)
+
+    def iterate(state, done):
+        state, device_metrics = iteration(state, jax.random.fold_in(iteration_root, done))
+        return state, {k: float(v) for k, v in jax.device_get(device_metrics).items()}
+
+    def evaluate(state, step):
+        return state, periodic.evaluate(
+            act, state.learner.params, jax.random.fold_in(eval_key, step), config.eval,
+            opponents=OPPONENTS,
+        )
+
+    summary.update(runloop.run_iterations(
+        state=state, step=step, total=total, iterate=iterate, evaluate=evaluate,
+        eval_every=config.eval.every, manager=manager, config=config,
+        checkpoint_every=config.checkpoint_every, log=log,
+        positions_per_iteration=config.train.num_envs * config.train.env_steps,
+        resume_hint=_resume_hint(workdir), say=say, stop_after=stop_after,
+    ))
+    return summary
