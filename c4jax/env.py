@@ -1,7 +1,7 @@
 """Batched Connect Four as pure JAX functions over a small pytree state.
 
 Shape glossary used across c4jax: B batch of games, A = 7 actions (columns),
-H = 6 rows, W = 7 columns, T time, N search nodes.
+H = 6 rows, W = 7 columns, T time, N search nodes, L = 69 lines of four cells.
 
 Board layout. A bitboard of one set of stones is two uint32 words with an
 8-bit stride per row: bit ``8 * r + c`` holds row ``r`` (0 = bottom) and column
@@ -43,6 +43,51 @@ _OBS_ROW = (NUM_ROWS - 1) - np.arange(NUM_ROWS)[:, None]  # [H, 1] board row
 _OBS_SHIFT = (8 * (_OBS_ROW % 4) + np.arange(NUM_COLS)[None, :]).astype(np.uint32)  # [H, W]
 _OBS_IN_HI = np.broadcast_to(_OBS_ROW >= 4, (NUM_ROWS, NUM_COLS))  # [H, W] bool
 _ACTIONS = np.arange(NUM_ACTIONS, dtype=np.uint32)  # [A]
+
+
+# --- The 69 lines of four cells where four in a row can be made, built once. ---
+
+
+def _lines() -> np.ndarray:
+    r"""[L, 4, 2] int32 (row, col) cells of every line of four, row 0 at the bottom.
+
+    Direction by direction: horizontal, vertical, then the diagonals ``\`` and
+    ``/`` as ``render`` draws them; within one direction the lines, and within
+    one line its cells, come in reading order (top row first, left to right).
+    Grogu's features (``dqn.qnet``), and so its trained weights, use this order.
+    """
+    lines = []
+    # (d_row, d_col) with rows counted from the top: right, down, down-right, down-left.
+    for d_top, d_col in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for top in range(NUM_ROWS):
+            for col in range(NUM_COLS):
+                cells = [(top + i * d_top, col + i * d_col) for i in range(4)]
+                if all(0 <= t < NUM_ROWS and 0 <= c < NUM_COLS for t, c in cells):
+                    lines.append([((NUM_ROWS - 1) - t, c) for t, c in cells])
+    return np.array(lines, dtype=np.int32)
+
+
+def _line_words(lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[L, 4, 2] cells -> ([L] lo, [L] hi) uint32 bitboards of each line."""
+    shifts = (8 * (lines[..., 0] % 4) + lines[..., 1]).astype(np.uint32)  # [L, 4]
+    bits = np.left_shift(np.uint32(1), shifts)
+    in_hi = lines[..., 0] >= 4  # rows 4-5
+    lo = np.where(in_hi, 0, bits).sum(axis=-1)
+    hi = np.where(in_hi, bits, 0).sum(axis=-1)
+    return lo.astype(np.uint32), hi.astype(np.uint32)
+
+
+def _line_planes(lines: np.ndarray) -> np.ndarray:
+    """[L, 4, 2] cells -> [L, H, W] bool masks laid out as ``observe``'s planes (row 0 on top)."""
+    planes = np.zeros((len(lines), NUM_ROWS, NUM_COLS), dtype=bool)
+    planes[np.arange(len(lines))[:, None], (NUM_ROWS - 1) - lines[..., 0], lines[..., 1]] = True
+    return planes
+
+
+LINES = _lines()  # [L = 69, 4, 2] int32 (row, col), row 0 at the bottom
+NUM_LINES = LINES.shape[0]  # L = 69: 24 horizontal, 21 vertical, 12 + 12 diagonal
+LINE_LO, LINE_HI = _line_words(LINES)  # [L] uint32 each: every line as a bitboard
+LINE_PLANES = _line_planes(LINES)  # [L, H, W] bool: every line over observe's planes
 
 
 @struct.dataclass

@@ -355,19 +355,127 @@ def test_step_on_finished_game_is_identity(moves):
         assert_same_state(_step(state, jnp.int32(action)), state)
 
 
-# --- has_four on arbitrary bitboards. ---
+# --- The 69 lines of four (env.LINES and its masks), and has_four on arbitrary bitboards. ---
+
+# Reading-order steps (top row first, left to right; row 0 is the bottom) of the
+# four directions, and how many lines of four fit each on a 6 x 7 board.
+LINE_STEPS = {
+    "horizontal": (0, 1), "vertical": (-1, 0), "diagonal \\": (-1, 1), "diagonal /": (-1, -1)
+}
+LINE_COUNTS = {"horizontal": 6 * 4, "vertical": 3 * 7, "diagonal \\": 3 * 4, "diagonal /": 3 * 4}
+
+# A few lines drawn by hand (``x``: the line's cells), top row first.
+DRAWN_LINES = [
+    """
+    .......
+    .......
+    .......
+    .......
+    .......
+    xxxx...
+    """,
+    """
+    ......x
+    ......x
+    ......x
+    ......x
+    .......
+    .......
+    """,
+    """
+    .......
+    .......
+    ...x...
+    ..x....
+    .x.....
+    x......
+    """,
+    """
+    x......
+    .x.....
+    ..x....
+    ...x...
+    .......
+    .......
+    """,
+    """
+    .......
+    ..xxxx.
+    .......
+    .......
+    .......
+    .......
+    """,
+    """
+    .......
+    ...x...
+    ....x..
+    .....x.
+    ......x
+    .......
+    """,
+]
 
 
-def _all_lines() -> list[list[tuple[int, int]]]:
-    """The 69 lines of four cells as (row, col) lists, row 0 at the bottom."""
-    lines = []
-    for r in range(env.NUM_ROWS):
-        for c in range(env.NUM_COLS):
-            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-                cells = [(r + i * dr, c + i * dc) for i in range(4)]
-                if all(0 <= rr < env.NUM_ROWS and 0 <= cc < env.NUM_COLS for rr, cc in cells):
-                    lines.append(cells)
-    return lines
+def _cells_of(picture: str) -> set[tuple[int, int]]:
+    """The ``x`` cells of an ASCII board as (row, col), row 0 at the bottom."""
+    rows = board(picture).splitlines()
+    return {
+        (env.NUM_ROWS - 1 - top, col)
+        for top, line in enumerate(rows)
+        for col, mark in enumerate(line)
+        if mark == "x"
+    }
+
+
+def _line_board(i: int) -> env.State:
+    """Line ``i`` of ``env.LINES`` as the first player's stones, first player to move."""
+    lo, hi = env.LINE_LO[i], env.LINE_HI[i]
+    return env.State(
+        own_lo=lo, own_hi=hi, all_lo=lo, all_hi=hi, num_moves=np.int32(0),
+        winner=np.int32(-1), terminated=np.bool_(False),
+    )
+
+
+def test_lines_are_the_69_lines_of_four_of_the_board():
+    assert env.LINES.shape == (env.NUM_LINES, 4, 2) == (69, 4, 2)
+    lines = [tuple(map(tuple, line)) for line in env.LINES.tolist()]
+    assert len({frozenset(line) for line in lines}) == 69
+    directions = []
+    for line in lines:
+        assert all(0 <= r < env.NUM_ROWS and 0 <= c < env.NUM_COLS for r, c in line), line
+        steps = {(r1 - r0, c1 - c0) for (r0, c0), (r1, c1) in zip(line[:-1], line[1:], strict=True)}
+        assert len(steps) == 1, line  # four adjacent cells in one direction, in reading order
+        (direction,) = [name for name, step in LINE_STEPS.items() if step in steps]
+        directions.append(direction)
+    # As many as fit in each direction, so these are all of them; direction by
+    # direction, each line in reading order of its first cell.
+    assert directions == [name for name, count in LINE_COUNTS.items() for _ in range(count)]
+    reading = [(env.NUM_ROWS - 1 - r, c) for (r, c), *_ in lines]
+    for name in LINE_COUNTS:
+        firsts = [at for at, d in zip(reading, directions, strict=True) if d == name]
+        assert firsts == sorted(firsts), name
+
+
+@pytest.mark.parametrize("picture", DRAWN_LINES)
+def test_drawn_lines_are_in_the_table_and_its_masks(picture):
+    cells = _cells_of(picture)
+    (i,) = [i for i, line in enumerate(env.LINES.tolist()) if {tuple(x) for x in line} == cells]
+    assert env.render(_line_board(i)) == board(picture)  # the bitboard words
+    planes = np.where(env.LINE_PLANES[i], "x", ".")  # observe's layout, row 0 on top
+    assert "".join("".join(row) + "\n" for row in planes) == board(picture)
+
+
+def test_line_masks_agree_with_the_cells():
+    lo, hi = _words(env.LINES.tolist())
+    np.testing.assert_array_equal(env.LINE_LO, lo)
+    np.testing.assert_array_equal(env.LINE_HI, hi)
+    assert env.LINE_LO.dtype == env.LINE_HI.dtype == np.uint32
+    for i, line in enumerate(env.LINES.tolist()):
+        planes = np.zeros((env.NUM_ROWS, env.NUM_COLS), bool)
+        for r, c in line:
+            planes[env.NUM_ROWS - 1 - r, c] = True
+        np.testing.assert_array_equal(env.LINE_PLANES[i], planes)
 
 
 def _words(cells) -> tuple[np.ndarray, np.ndarray]:
@@ -384,8 +492,7 @@ def _words(cells) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_has_four_on_every_line():
-    lines = _all_lines()
-    assert len(lines) == 69
+    lines = env.LINES.tolist()
     lo, hi = _words(lines)
     assert np.asarray(env.has_four(jnp.asarray(lo), jnp.asarray(hi))).all()
     assert np.asarray(env.has_four(lo, hi)).all()  # numpy works too
@@ -398,7 +505,7 @@ def test_has_four_matches_line_scan_on_random_boards():
     rng = np.random.default_rng(11)
     cells = rng.random((4000, env.NUM_ROWS, env.NUM_COLS)) < rng.uniform(0.2, 0.6, (4000, 1, 1))
     expected = np.zeros(4000, bool)
-    for line in _all_lines():
+    for line in env.LINES:  # win detection fires exactly when a line is full
         expected |= np.all([cells[:, r, c] for r, c in line], axis=0)
     lo, hi = _words([list(zip(*np.nonzero(board), strict=True)) for board in cells])
     assert 0.2 < expected.mean() < 0.9

@@ -5,16 +5,17 @@ Both read the observation planes of ``env.observe`` (``[S, H, W, 2]``, the
 player to move first) and return ``[S, A]`` action values from the side of the
 player to move. The board enters as 42 cells, +1 for the mover's stones, -1 for
 the opponent's, 0 for empty; Grogu adds the sum of the four cells of each of
-the 69 alignments where four in a row can be made (``ALIGNMENTS``, a table
-built once at import). Grogu+ is still one matrix product, over Grogu's 111
-features plus 42 about the playable cell of each column (the cell a move there
-would fill): whether it completes a four for the mover (a win now) or for the
-opponent (a block now), whether the cell above it is such a cell (playing here
-hands the opponent a win, or lets them spoil the mover's), and how many
-alignments holding two of the mover's (or the opponent's) stones and nothing
-else run through it (threats made, or prevented). A sum over alignments cannot
-tell which cell of a three is empty; these features can, and a linear
-function of them can learn to win in one and to block.
+the 69 alignments where four in a row can be made (``ALIGNMENTS``: env's lines
+of four, ``env.LINES``, over the observation's cells). Grogu+ is still one
+matrix product, over Grogu's 111 features plus 42 about the playable cell of
+each column (the cell a move there would fill): whether it completes a four
+for the mover (a win now) or for the opponent (a block now), whether the cell
+above it is such a cell (playing here hands the opponent a win, or lets them
+spoil the mover's), and how many alignments holding two of the mover's (or the
+opponent's) stones and nothing else run through it (threats made, or
+prevented). A sum over alignments cannot tell which cell of a three is empty;
+these features can, and a linear function of them can learn to win in one and
+to block.
 
 Shapes: S batch, A = 7 actions, H = 6 rows, W = 7 columns, L = 69 alignments.
 """
@@ -34,21 +35,9 @@ from c4jax.dqn.config import ModelConfig, hidden_sizes
 H, W, A = env.NUM_ROWS, env.NUM_COLS, env.NUM_ACTIONS
 
 
-def _alignments() -> np.ndarray:
-    """[L, H * W] float32 0/1: the cells (row-major, row 0 on top) of each four-cell line."""
-    lines = []
-    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):  # horizontal, vertical, two diagonals
-        for r in range(H):
-            for c in range(W):
-                cells = [(r + i * dr, c + i * dc) for i in range(4)]
-                if all(0 <= rr < H and 0 <= cc < W for rr, cc in cells):
-                    row = np.zeros(H * W, np.float32)
-                    row[[rr * W + cc for rr, cc in cells]] = 1.0
-                    lines.append(row)
-    return np.stack(lines)
-
-
-ALIGNMENTS = _alignments()  # [69, 42]
+# [L, H * W] float32 0/1: the cells (row-major, row 0 on top) of each four-cell line, in
+# ``env.LINES``'s order (Grogu's trained weights index their features by it).
+ALIGNMENTS = env.LINE_PLANES.reshape(env.NUM_LINES, H * W).astype(np.float32)  # [69, 42]
 NUM_FEATURES = H * W + ALIGNMENTS.shape[0]  # Grogu's 42 + 69 = 111 inputs
 NUM_PLUS_FEATURES = NUM_FEATURES + 6 * W  # Grogu+: 111 + 6 per column = 153
 

@@ -32,6 +32,20 @@ def test_the_69_alignments():
     ])
 
 
+def test_alignments_keep_the_order_grogus_weights_were_trained_on():
+    # Direction by direction (horizontal 0-23, vertical 24-44, then the two
+    # diagonals), each in reading order; (row from the top, column) cells.
+    assert _index([(0, 0), (0, 1), (0, 2), (0, 3)]) == 0
+    assert _index([(5, 3), (5, 4), (5, 5), (5, 6)]) == 23
+    assert _index([(0, 0), (1, 0), (2, 0), (3, 0)]) == 24
+    assert _index([(2, 6), (3, 6), (4, 6), (5, 6)]) == 44
+    assert _index([(0, 0), (1, 1), (2, 2), (3, 3)]) == 45
+    assert _index([(0, 3), (1, 2), (2, 1), (3, 0)]) == 57
+    assert _index([(2, 6), (3, 5), (4, 4), (5, 3)]) == 68
+    # The same table as env's lines of four, over the observation's cells.
+    np.testing.assert_array_equal(qnet.ALIGNMENTS, env.LINE_PLANES.reshape(69, 42))
+
+
 def test_features_from_the_movers_side():
     # x to move (6 stones):
     #   .......
