@@ -19,36 +19,6 @@ from c4jax.baselines import argmax_random_ties, expand
 A = env.NUM_ACTIONS
 
 
-def _window_masks() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The 69 lines of four cells as bitboards and whether each uses column 3.
-
-    Returns:
-        ([69] uint32 lo words, [69] uint32 hi words, [69] int32 count of centre cells).
-    """
-    lo, hi, centre = [], [], []
-    directions = ((0, 1), (1, 0), (1, 1), (1, -1))  # (d_row, d_col)
-    for r in range(env.NUM_ROWS):
-        for c in range(env.NUM_COLS):
-            for dr, dc in directions:
-                cells = [(r + i * dr, c + i * dc) for i in range(4)]
-                if not all(0 <= rr < env.NUM_ROWS and 0 <= cc < env.NUM_COLS for rr, cc in cells):
-                    continue
-                w_lo = w_hi = 0
-                for rr, cc in cells:
-                    if rr < 4:
-                        w_lo |= 1 << (8 * rr + cc)
-                    else:
-                        w_hi |= 1 << (8 * (rr - 4) + cc)
-                lo.append(w_lo)
-                hi.append(w_hi)
-                centre.append(sum(cc == 3 for _, cc in cells))
-    return (
-        np.array(lo, dtype=np.uint32),
-        np.array(hi, dtype=np.uint32),
-        np.array(centre, dtype=np.int32),
-    )
-
-
 _WIN_SCORE = 100_000.0  # terminal value scale; quicker wins score higher
 _WINDOW_WEIGHTS = np.array([0.0, 1.0, 4.0, 32.0, 0.0], dtype=np.float32)  # by stones in window
 _CENTRE_WEIGHT = 3.0  # per own stone in the centre column
@@ -70,7 +40,7 @@ def heuristic(state: env.State) -> jax.Array:
     Returns:
         [S] float32, well inside (-_WIN_SCORE, _WIN_SCORE).
     """
-    w_lo, w_hi, _ = _window_masks()
+    w_lo, w_hi = env.LINE_LO, env.LINE_HI  # [69] the lines of four as bitboards
     popcount = jax.lax.population_count
     own_lo, own_hi = state.own_lo, state.own_hi
     opp_lo, opp_hi = state.all_lo ^ own_lo, state.all_hi ^ own_hi
