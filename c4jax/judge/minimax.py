@@ -102,10 +102,7 @@ def negamax_values(state: env.State, depth: int, leaf_chunk: int = 4096) -> jax.
         best = jnp.max(jnp.where(legal, -child_values, -jnp.inf), axis=-1)
         return jnp.where(s.terminated, _terminal_value(s, d), best)
 
-    if depth == 1:
-        child_values = value(expand(state), 0)
-    else:
-        child_values = value(expand(state), depth - 1)
+    child_values = value(expand(state), depth - 1)  # [S, A]
     legal = env.legal_action_mask(state)
     return jnp.where(legal, -child_values, -jnp.inf)
 
