@@ -8,6 +8,81 @@ import pytest
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero.config import Config
 
+# The tuned recipe: the dataclass defaults, which every preset but tiny keeps.
+RECIPE = {
+    "seed": 0, "network.kernel_size": 3, "network.value_channels": 1, "network.bfloat16": False,
+    "search.algorithm": "gumbel", "search.max_num_considered_actions": 7,
+    "search.gumbel_noise_moves": 42, "search.evaluation_move": "halving",
+    "train.selfplay_batch": 256, "train.selfplay_steps": 32, "train.minibatch_size": 256,
+    "train.sgd_steps": 32, "train.optimizer": "adamw", "train.lr_schedule": "cosine",
+    "train.weight_decay": 1e-4, "train.random_opening_moves": 12, "train.value_target_q": 0.5,
+    "train.value_target_lambda": 0.0, "train.opening_targets": "drop",
+    "train.full_search_fraction": 1.0, "train.mirror_augment": True,
+    "eval.every": 10, "eval.games": 64, "eval.solver_positions": 0,
+    "eval.solver_sets": "L1_R1,L1_R2,L2_R2", "eval.gating": 0.0,
+    "checkpoint_every": 10, "keep_checkpoints": 3,
+}
+ALL_SETS = "L3_R1,L2_R1,L2_R2,L1_R1,L1_R2,L1_R3"
+BIG = {
+    "network.num_blocks": 6, "network.channels": 128, "network.bfloat16": True,
+    "search.num_simulations": 64, "train.num_iterations": 400, "train.selfplay_batch": 2048,
+    "train.replay_capacity": 1_000_000, "train.minibatch_size": 1024, "train.sgd_steps": 64,
+    "train.learning_rate": 0.001, "train.warmup_steps": 500, "eval.games": 128,
+    "eval.num_simulations": 64,
+}
+# What each preset resolves to, beyond the recipe (pinned when the presets were cut
+# down to what differs from the defaults: every value is the one it had before).
+PRESETS = {
+    "cpu": {
+        "network.num_blocks": 3, "network.channels": 32, "search.num_simulations": 16,
+        "train.num_iterations": 280, "train.selfplay_steps": 16,
+        "train.replay_capacity": 400_000, "train.sgd_steps": 16, "train.learning_rate": 0.002,
+        "train.warmup_steps": 50, "eval.num_simulations": 16, "eval.solver_positions": 250,
+        "eval.solver_sets": ALL_SETS,
+    },
+    "strong": {
+        "network.num_blocks": 5, "network.channels": 48, "search.num_simulations": 16,
+        "train.num_iterations": 760, "train.selfplay_steps": 16,
+        "train.replay_capacity": 600_000, "train.sgd_steps": 32, "train.learning_rate": 0.002,
+        "train.warmup_steps": 50, "eval.num_simulations": 16, "eval.solver_positions": 250,
+        "eval.solver_sets": ALL_SETS, "keep_checkpoints": 30,
+    },
+    "gpu": BIG,
+    "tpu": BIG,
+    "tiny": {
+        "network.num_blocks": 1, "network.channels": 8, "search.num_simulations": 4,
+        "train.num_iterations": 4, "train.selfplay_batch": 16, "train.selfplay_steps": 8,
+        "train.replay_capacity": 2048, "train.minibatch_size": 32, "train.sgd_steps": 4,
+        "train.learning_rate": 0.003, "train.warmup_steps": 0, "train.lr_schedule": "constant",
+        "train.random_opening_moves": 0, "train.value_target_q": 0.0, "eval.every": 2,
+        "eval.games": 8, "eval.num_simulations": 4, "checkpoint_every": 2,
+        "keep_checkpoints": 2,
+    },
+}
+
+
+def test_the_tuned_recipe_is_the_default():
+    for name, value in RECIPE.items():
+        assert config_lib.field_value(Config(), name) == value, name
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_resolve_to_their_pinned_values(name):
+    cfg = config_lib.load(name)
+    for field, value in {**RECIPE, **PRESETS[name]}.items():
+        assert config_lib.field_value(cfg, field) == value, field
+        assert type(config_lib.field_value(cfg, field)) is type(value), field
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_state_only_what_differs_from_the_defaults(name):
+    data = json.loads((config_lib.PRESET_DIR / f"{name}.json").read_text())
+    for key, value in data.items():
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for field, v in items:
+            dotted = f"{key}.{field}" if field else key
+            assert v != config_lib.field_value(Config(), dotted), dotted
+
 
 @pytest.mark.parametrize("name", ["tiny", "cpu", "gpu", "tpu", "strong"])
 def test_presets_load_and_validate(name):
@@ -50,6 +125,16 @@ def test_round_trip_through_json(tmp_path):
         ("search", "c_visit", -1.0, "search.c_visit"),
         ("search", "gumbel_noise_moves", 43, "search.gumbel_noise_moves"),
         ("search", "gumbel_noise_moves", 2.5, "search.gumbel_noise_moves"),
+        ("search", "algorithm", "ucb", "search.algorithm"),
+        ("search", "dirichlet_fraction", 1.5, "search.dirichlet_fraction"),
+        ("train", "optimizer", "adam", "train.optimizer"),
+        ("train", "learning_rate", float("nan"), "train.learning_rate"),
+        ("train", "learning_rate", float("inf"), "train.learning_rate"),
+        ("train", "min_replay_size", 4096, "train.min_replay_size"),
+        ("eval", "solver_sets", "L1_R1,L9_R9", "eval.solver_sets"),
+        ("eval", "gating", 1.0, "eval.gating"),
+        ("eval", "gating_games", 3, "eval.gating_games"),
+        ("eval", "every", -1, "eval.every"),
     ],
 )
 def test_impossible_values_name_the_field(section, field, value, message):
@@ -104,3 +189,63 @@ def test_fast_searches_must_be_cheaper_than_the_full_ones():
     # Off (fraction 1), the fast count is not used and any positive one passes.
     off = dataclasses.replace(cfg.train, fast_search_simulations=64)
     config_lib.validate(dataclasses.replace(cfg, train=off))
+
+
+@pytest.mark.parametrize(
+    "section, field, value, allowed",
+    [
+        ("search", "algorithm", "ucb", "gumbel, puct"),
+        ("search", "evaluation_move", "best", "halving, policy, q"),
+        ("network", "kernel_size", 4, "1, 3, 5, 7"),
+        ("network", "num_blocks", 0, "an integer >= 1"),
+        ("train", "value_target_q", 1.5, "0..1"),
+        ("train", "random_opening_moves", 42, "an integer in 0..41 (0 = off)"),
+        ("train", "full_search_fraction", 0.0, "in (0, 1] (1 = off)"),
+        ("eval", "games", 3, "an even integer >= 2"),
+    ],
+)
+def test_the_allowed_text_comes_from_the_field(section, field, value, allowed):
+    cfg = config_lib.load("tiny")
+    sub = dataclasses.replace(getattr(cfg, section), **{field: value})
+    with pytest.raises(ValueError) as err:
+        config_lib.validate(dataclasses.replace(cfg, **{section: sub}))
+    assert str(err.value) == f"config field {section}.{field}: got {value!r}, allowed: {allowed}"
+
+
+def test_top_level_fields_are_checked():
+    cfg = config_lib.load("tiny")
+    for name in ("checkpoint_every", "keep_checkpoints"):
+        with pytest.raises(ValueError, match=f"config field {name}: got 0"):
+            config_lib.validate(dataclasses.replace(cfg, **{name: 0}))
+
+
+def test_evaluation_shares_its_base_with_the_value_based_engine():
+    from c4jax import schema
+    from c4jax.dqn.config import DQNEvalConfig
+
+    assert issubclass(config_lib.EvalConfig, schema.EvalBase)
+    assert issubclass(DQNEvalConfig, schema.EvalBase)
+    shared = [f.name for f in dataclasses.fields(schema.EvalBase)]
+    assert shared == ["every", "games", "solver_positions", "solver_sets"]
+    assert [f.name for f in dataclasses.fields(config_lib.EvalConfig)][:4] == shared
+
+
+def test_config_files_of_older_versions_still_load():
+    """A full config.json in the old field order (eval.num_simulations third), as
+    saved runs and the shipped agent hold, loads field by field."""
+    old = {
+        "seed": 1,
+        "network": {"num_blocks": 2, "channels": 16, "kernel_size": 3, "bfloat16": False},
+        "search": {"algorithm": "gumbel", "num_simulations": 8},
+        "train": {"random_opening_moves": 0, "value_target_q": 0.0},
+        "eval": {"every": 5, "games": 16, "num_simulations": 8, "solver_positions": 0,
+                 "solver_sets": "L1_R1", "gating": 0.0, "gating_games": 64},
+        "checkpoint_every": 5,
+        "keep_checkpoints": 3,
+    }
+    cfg = config_lib.validate(config_lib.from_dict(old))
+    assert cfg.eval.num_simulations == 8 and cfg.eval.every == 5
+    assert cfg.train.random_opening_moves == 0 and cfg.train.value_target_q == 0.0
+    pretrained = config_lib.PRESET_DIR.parent / "pretrained" / "config.json"
+    data = json.loads(pretrained.read_text())
+    assert config_lib.to_dict(config_lib.validate(config_lib.load(str(pretrained)))) == data
