@@ -1,15 +1,18 @@
-"""Behaviour of the baseline agents."""
+"""Behaviour of the baseline agents (c4jax/baselines.py): random, win-if-you-can, lookahead.
+
+The searching opponents have their own files: tests/judge/test_uct.py and
+tests/judge/test_minimax.py.
+"""
 
 import jax
 import numpy as np
 import pytest
 
 from c4jax import baselines, env
-from c4jax.judge import arena, minimax, uct
+from c4jax.judge import arena
 
 KEY = jax.random.PRNGKey(0)
 LOOKAHEAD = jax.jit(baselines.lookahead_agent)
-MINIMAX_3 = jax.jit(minimax.make_minimax_agent(depth=3))
 
 
 def _batch(moves: str, copies: int = 16) -> env.State:
@@ -55,6 +58,43 @@ def test_positions_are_as_drawn():
     assert env.render(env.from_moves(BLOCK_ROW)).splitlines()[4:] == ["..o....", ".xxxo.."]
 
 
+# --- The shared helpers. ---
+
+
+def test_uniform_choice_stays_in_the_mask_and_falls_back_to_every_column():
+    mask = np.zeros((4000, 7), bool)
+    mask[:2000, [1, 4]] = True  # the other 2000 rows allow nothing
+    picks = np.asarray(baselines.uniform_choice(KEY, mask))
+    assert picks.dtype == np.int32
+    assert set(picks[:2000]) == {1, 4} and abs(np.mean(picks[:2000] == 1) - 0.5) < 0.05
+    assert set(picks[2000:]) == set(range(7))
+
+
+def test_argmax_random_ties_breaks_ties_among_the_allowed_best():
+    values = np.tile(np.array([[5.0, 1.0, 5.0, 9.0, 5.0, 0.0, 0.0]], np.float32), (3000, 1))
+    mask = np.tile(np.array([[True, True, True, False, True, True, True]]), (3000, 1))
+    picks = np.asarray(baselines.argmax_random_ties(KEY, values, mask))  # 9.0 is masked out
+    counts = np.bincount(picks, minlength=7)
+    assert set(np.flatnonzero(counts)) == {0, 2, 4} and np.all(counts[[0, 2, 4]] > 800), counts
+
+
+def test_expand_swap_sides_and_winning_moves():
+    children = baselines.expand(_batch(WIN_IN_ONE, 2))  # [2, A]
+    assert children.num_moves.shape == (2, 7)
+    for a in range(7):
+        child = env.render(jax.tree.map(lambda x, a=a: x[0, a], children))
+        assert child == env.render(env.from_moves(WIN_IN_ONE + str(a + 1)))
+    np.testing.assert_array_equal(
+        baselines.winning_moves(_batch(WIN_IN_ONE, 1))[0], [1, 0, 0, 0, 0, 0, 0]
+    )
+    # With the sides swapped, o to move wins in column 2 instead.
+    swapped = baselines.swap_sides(_batch(WIN_IN_ONE, 1))
+    np.testing.assert_array_equal(baselines.winning_moves(swapped)[0], [0, 1, 0, 0, 0, 0, 0])
+
+
+# --- The agents. ---
+
+
 @pytest.mark.parametrize("moves, expected", [(WIN_IN_ONE, 0), (BLOCK_IN_ONE, 1), (BLOCK_ROW, 0)])
 def test_lookahead_wins_and_blocks(moves, expected):
     actions = LOOKAHEAD(KEY, _batch(moves))
@@ -78,12 +118,6 @@ def test_win_if_you_can_sits_between_random_and_lookahead():
     assert vs_lookahead.score < 0.4, str(vs_lookahead)
 
 
-@pytest.mark.parametrize("moves, expected", [(WIN_IN_ONE, 0), (BLOCK_IN_ONE, 1), (BLOCK_ROW, 0)])
-def test_minimax_wins_and_blocks(moves, expected):
-    actions = MINIMAX_3(KEY, _batch(moves))
-    np.testing.assert_array_equal(actions, expected)
-
-
 def test_agents_only_play_legal_moves():
     # Columns 1-3 (indices 0-2) full; a finished game in the batch must not break anything.
     near_full = env.from_moves("111111222222333333")
@@ -91,13 +125,7 @@ def test_agents_only_play_legal_moves():
     finished = env.from_moves(WIN_IN_ONE + "1")
     batch = env.stack([near_full] * 30 + [finished] * 2)
     legal = np.asarray(env.legal_action_mask(batch))
-    for agent in (
-        baselines.random_agent,
-        baselines.win_agent,
-        baselines.lookahead_agent,
-        minimax.make_minimax_agent(2),
-        uct.make_mcts_agent(16),
-    ):
+    for agent in (baselines.random_agent, baselines.win_agent, baselines.lookahead_agent):
         for i in range(3):
             action = np.asarray(jax.jit(agent)(jax.random.PRNGKey(i), batch))
             assert action.shape == (32,) and action.dtype == np.int32
@@ -109,37 +137,3 @@ def test_random_agent_is_uniform():
     batch = env.init_batch(7000)
     counts = np.bincount(np.asarray(baselines.random_agent(KEY, batch)), minlength=7)
     assert np.all(np.abs(counts - 1000) < 150), counts
-
-
-def test_rollout_value_range():
-    values = np.asarray(uct.rollout_value(KEY, _batch("", 512)))
-    assert set(np.unique(values)) <= {-1.0, 0.0, 1.0}
-    # The first player wins random playouts more often (about 55%).
-    assert 0.0 < values.mean() < 0.3
-    # A finished game scores 0.
-    assert float(uct.rollout_value(KEY, _batch(WIN_IN_ONE + "1", 1))[0]) == 0.0
-
-
-def test_heuristic_is_antisymmetric_and_prefers_centre():
-    h_empty = float(minimax.heuristic(env.from_moves("")))
-    assert h_empty == 0.0
-    centre = float(minimax.heuristic(env.from_moves("4")))  # from o's side: x holds the centre
-    edge = float(minimax.heuristic(env.from_moves("1")))
-    assert centre < edge < 0.0
-
-
-def test_minimax_beats_random():
-    result = arena.play_games(minimax.make_minimax_agent(3), baselines.random_agent, KEY, 20)
-    assert result.wins >= 19, str(result)
-
-
-def test_mcts_1000_beats_random():
-    """Acceptance: pure MCTS with 1000 rollouts wins at least 95 of 100 games (~40 s on 2 CPUs)."""
-    result = arena.play_games(uct.make_mcts_agent(1000), baselines.random_agent, KEY, 100)
-    assert result.wins >= 95, str(result)
-
-
-def test_mcts_takes_win_and_block():
-    agent = jax.jit(uct.make_mcts_agent(200))
-    np.testing.assert_array_equal(agent(KEY, _batch(WIN_IN_ONE, 4)), 0)
-    np.testing.assert_array_equal(agent(KEY, _batch(BLOCK_IN_ONE, 4)), 1)
