@@ -168,8 +168,6 @@ class Config:
     give --coordinator HOST:PORT --num-processes N --process-id I."""
 
 
-
-
 # The generic machinery lives in c4jax.schema; these names stay reachable here.
 check = schema.check
 field_value = schema.field_value
