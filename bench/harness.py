@@ -1,60 +1,32 @@
-"""Self-play and training throughput of c4jax's trainer next to a pgx AlphaZero reference.
+"""The timing harness of ``bench.bench_train``: two training pipelines, timed alike.
 
-Two pipelines share the network (``c4jax.alphazero.network``: the same architecture and
-variables), the mctx search settings and the learner's SGD step; they differ in
-the environment, in what they store, and in how self-play runs the network
-(c4jax folds BatchNorm into the convolutions, ``network.make_apply_fn``; the
-reference runs the Flax module as written):
+A pipeline (``Pipeline``) is a jitted self-play chunk and a jitted SGD call with
+the state they carry: ``bench.bench_train`` builds c4jax's, ``bench.reference_pgx``
+the pgx-style reference. The harness times them the same way:
 
-* **c4jax**: the two public pieces that ``trainer.Trainer.iteration`` composes,
-  each jitted alone: ``run.selfplay_chunk`` (self-play of B games for T moves
-  plus ``replay.add``: bitboard states in the buffer, 42-slot tails carried
-  between chunks) and ``run.learn`` (K SGD steps: ``replay.sample`` rebuilds
-  the observation planes, then the learner step; straight-line code on CPU, a
-  ``lax.scan`` elsewhere). With ``--iteration`` the fused ``run.iteration`` is
-  timed as well. With ``--stub-network`` the chunk is rebuilt the same way
-  (``selfplay.make_selfplay`` + ``replay.add``) around a search of the stub.
-* **reference**: in the style of pgx's AlphaZero example (``examples/alphazero``):
-  ``pgx.make("connect_four")`` vmapped, the pgx state as the mctx embedding,
-  ``recurrent_fn`` stepping pgx and reading ``state.observation`` and
-  ``state.rewards`` of the player who moved (discount -1, 0 at the end), the
-  same mctx policy with the same settings and the same masking of illegal moves
-  at every depth. Self-play runs in ``lax.scan``; finished games restart from a
-  fresh ``init`` through a select (cheaper than pgx's ``auto_reset``, which
-  computes an ``init`` every step); each step stores the observation, search
-  policy, reward and discount, and value targets come from a backward pass
-  over the chunk, as in the example (positions of games still running at the
-  end of a chunk get no target). The observations go into a ring buffer
-  (``replay.add``), and SGD samples observation minibatches from it with the
-  same learner step (``learner.make_sgd_step`` of the run's network and
-  optimizer) in the same loop as ``run.learn``.
-
-Timings exclude compilation, end with ``jax.block_until_ready`` and alternate
-between the pipelines (the order reversed every other repeat), so that load
-from other processes hits both alike; the median repeat counts. A third
-timing, "network alone", runs a chunk's T x (sims + 1) forward passes and
-nothing else; ``--stub-network`` swaps the network in self-play for a
-near-free function of the observation, leaving env + tree + observation.
-
-``--xla-paths as-shipped`` compares the two as their users run them: each
-pipeline in a process of its own, c4jax with the XLA:CPU YNNPACK fusion its
-command lines turn on (``c4jax.run.xla_flags``), the reference with XLA's default
-code paths, as a pgx example runs. XLA reads its flags once per process, so
-the parent starts one worker per pipeline and asks them in turn for one timed
-call at a time (the idle one waits on its stdin): the same alternation, the
-same medians and paired ratios.
-
-Usage::
-
-    JAX_PLATFORMS=cpu python -m bench.bench_train              # cpu preset: 3x32, 16 sims
-    JAX_PLATFORMS=cpu python -m bench.bench_train --xla-paths as-shipped --repeats 9
-    python -m bench.bench_train --blocks 1 --channels 8 --sims 2 --batch 8 --steps 2 \\
-        --repeats 1 --out /tmp/smoke.json                      # smoke run
+* **Warm-up excluded**: a pipeline's first self-play chunk and first SGD call
+  compile (their times are kept apart, ``compile_s``), and one more chunk
+  fills the replay buffer; none of it counts.
+* **Alternation**: each repeat times one self-play chunk of each pipeline, then
+  one SGD call of each, the order reversed every other repeat, so that load
+  from other processes hits both alike; every call ends in
+  ``jax.block_until_ready``; repeat ``r`` hands both the same key.
+* **One result schema**: every timed call is a ``Call`` (wall seconds, process
+  CPU seconds, positions given targets), whether it ran in this process or in
+  a worker; ``Measurements`` gathers them under the labels ``"<pipeline>
+  self-play"`` and ``"<pipeline> sgd"`` (and any extra timings), with each
+  pipeline's compile times and bytes per tree node.
+* **Workers** (``--xla-paths as-shipped``): XLA reads its flags once per
+  process, so each pipeline can run in a worker process of its own
+  (``serve_worker``, with ``pipeline_env``'s flags); the parent asks them in
+  turn for one timed call at a time (the idle one waits on its stdin), in the
+  same alternation.
+* **Reporting**: medians, throughputs, the c4jax / reference ratios and the
+  paired ratio (the median of per-repeat ratios), the table, the JSON record.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -62,23 +34,21 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from bench import bench_env
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+PIPELINES = ("c4jax", "reference")  # the two pipelines the ratios compare, in this order
 
 
 # --------------------------------------------------------------------------
-# Harness
+# Pipelines and the one result schema
 
 
 @dataclass
@@ -104,438 +74,167 @@ class Pipeline:
     node_bytes: int
 
 
-def _state_bytes(state: Any) -> int:
+def state_bytes(state: Any) -> int:
     """Bytes of one element of a batched pytree (leading dimension B)."""
     return sum(x.dtype.itemsize * int(np.prod(x.shape[1:])) for x in jax.tree.leaves(state))
 
 
-def make_config(args: argparse.Namespace):
-    """The preset ``args.config`` with the benchmark's overrides, validated."""
-    from c4jax.alphazero import config as config_lib
+@dataclass(frozen=True)
+class Call:
+    """One timed call of either pipeline, in this process or in a worker.
 
-    config = config_lib.load(args.config)
-    network = dataclasses.replace(
-        config.network,
-        num_blocks=args.blocks or config.network.num_blocks,
-        channels=args.channels or config.network.channels,
-    )
-    search_config = dataclasses.replace(
-        config.search,
-        num_simulations=(config.search.num_simulations if args.sims is None else args.sims),
-        algorithm=args.algorithm or config.search.algorithm,
-    )
-    t = config.train
-    batch = args.batch or t.selfplay_batch
-    steps = args.steps or t.selfplay_steps
-    # --batch and --steps also set the minibatch and the SGD steps unless those
-    # are given (the cpu preset has minibatch = B = 256 and K = T = 16).
-    minibatch = args.minibatch or args.batch or t.minibatch_size
-    train = dataclasses.replace(
-        t,
-        selfplay_batch=batch,
-        selfplay_steps=steps,
-        minibatch_size=minibatch,
-        sgd_steps=args.sgd_steps or args.steps or t.sgd_steps,
-        replay_capacity=max(t.replay_capacity, batch * steps, minibatch),
-        min_replay_size=0,
-    )
-    config = dataclasses.replace(
-        config, seed=args.seed, network=network, search=search_config, train=train
-    )
-    return config_lib.validate(config, jax.device_count())
-
-
-def _copy(tree: Any) -> Any:
-    """Fresh device buffers, so that donating one copy leaves the other intact."""
-    return jax.tree.map(jnp.copy, tree)
-
-
-def c4jax_pipeline(run, state, apply_fn: Callable) -> Pipeline:
-    """c4jax's pieces as ``Trainer.iteration`` composes them: ``selfplay_chunk``, ``learn``.
-
-    Args:
-        run: a ``trainer.Trainer``.
-        state: a ``trainer.TrainState`` from ``run.init`` (its arrays are donated).
-        apply_fn: the network self-play evaluates: ``run.apply_fn``, or ``stub_apply``.
+    Attributes:
+        wall: wall-clock seconds.
+        cpu: process CPU seconds.
+        found: positions given value targets (self-play chunks), else None.
     """
-    from c4jax import replay
-    from c4jax.alphazero import search, selfplay
 
-    if apply_fn is run.apply_fn:
-        selfplay_chunk = run.selfplay_chunk
-    else:  # --stub-network: the same composition around a search of the stub
-        stub_selfplay = selfplay.make_selfplay(
-            search.make_search(apply_fn, run.config.search),
-            num_steps=run.config.train.selfplay_steps,
-        )
+    wall: float
+    cpu: float
+    found: int | None = None
 
-        def selfplay_chunk(variables, key, games, buffer):
-            games, positions, ready, metrics = stub_selfplay(variables, key, games)
-            buffer = replay.add(buffer, positions, ready, shards=run.replay_shards)
-            return games, buffer, metrics
+    def to_json(self) -> dict[str, Any]:
+        """The worker protocol's line: ``{"wall", "cpu"}`` plus ``"found"`` when known."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
-    def play(variables, key, carry):
-        games, buffer, metrics = selfplay_chunk(variables, key, *carry)
-        return (games, buffer), metrics["positions_added"]
-
-    def learn(learner_state, buffer, key):
-        learner_state, metrics = run.learn(learner_state, buffer, key)
-        return learner_state, metrics["loss"]
-
-    return Pipeline(
-        name="c4jax",
-        play=jax.jit(play, donate_argnums=2),
-        learn=jax.jit(learn, donate_argnums=0),
-        carry=(state.selfplay, state.replay),
-        learner_state=state.learner,
-        node_bytes=_state_bytes(state.selfplay.games),
-    )
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Call:
+        return cls(wall=record["wall"], cpu=record["cpu"], found=record.get("found"))
 
 
-@struct.dataclass
-class ObsPositions:
-    """Reference replay rows: what pgx's example trains on."""
+@dataclass
+class Measurements:
+    """Every timed call of a benchmark run, by label, and what each pipeline reported.
 
-    obs: jax.Array  # [M, H, W, 2] bool, pgx's observation
-    policy: jax.Array  # [M, A] float32 search policy
-    value: jax.Array  # [M] float32 value target
-
-
-@struct.dataclass
-class StepRecord:
-    """One self-play step of all B games, as pgx's example stores it."""
-
-    obs: jax.Array  # [B, H, W, 2] bool
-    policy: jax.Array  # [B, A] float32 action_weights
-    reward: jax.Array  # [B] float32 reward of the player who moved
-    terminated: jax.Array  # [B] bool
-    discount: jax.Array  # [B] float32: -1, or 0 at the end
-
-
-def reference_pipeline(run, games_key: jax.Array, learner_state, apply_fn: Callable) -> Pipeline:
-    """pgx ``connect_four`` self-play in the style of pgx's AlphaZero example.
-
-    Args:
-        run: a ``trainer.Trainer`` (for its search settings and learner step).
-        games_key: PRNG key for the first games' random first players.
-        learner_state: a ``learner.LearnerState`` (donated by ``learn``).
-        apply_fn: the network self-play evaluates: the Flax module's inference
-            apply (``run.network.apply(..., train=False)``), or ``stub_apply``.
+    ``as_dict`` is the measurements' JSON form (``summarize`` reads it):
+    {"times": {label: [wall s]}, "cpu_times": {label: [CPU s]},
+    "positions_with_targets": {pipeline: [rows per chunk]}, "node_bytes":
+    {pipeline: bytes}, "compile_s": {label: seconds}}, plus "xla_flags":
+    {pipeline: flags} when the pipelines ran in workers.
     """
-    import mctx
-    import pgx
 
-    from c4jax import replay
-    from c4jax.alphazero import learner, search
+    times: dict[str, list[float]] = field(default_factory=dict)
+    cpu_times: dict[str, list[float]] = field(default_factory=dict)
+    positions_with_targets: dict[str, list[int]] = field(default_factory=dict)
+    node_bytes: dict[str, int] = field(default_factory=dict)
+    compile_s: dict[str, float] = field(default_factory=dict)
+    xla_flags: dict[str, str] | None = None
 
-    config = run.config
-    s, t = config.search, config.train
-    batch, num_steps = t.selfplay_batch, t.selfplay_steps
-    game = pgx.make("connect_four")
-    step = jax.vmap(game.step)  # key=None: Connect Four's step is deterministic
+    def add_pipeline(self, name: str, node_bytes: int, compile_s: dict[str, float]) -> None:
+        self.positions_with_targets[name] = []
+        self.node_bytes[name] = node_bytes
+        self.compile_s.update(compile_s)
 
-    def recurrent_fn(variables, rng_key, action, state):
-        del rng_key
-        mover = state.current_player
-        state = step(state, action)
-        logits, value = apply_fn(variables, state.observation)
-        logits = search.mask_logits(logits, state.legal_action_mask)  # all True at the end
-        reward = state.rewards[jnp.arange(state.rewards.shape[0]), mover]
-        value = jnp.where(state.terminated, 0.0, value)
-        discount = jnp.where(state.terminated, 0.0, -1.0)
-        output = mctx.RecurrentFnOutput(
-            reward=reward, discount=discount, prior_logits=logits, value=value
-        )
-        return output, state
+    def record(self, label: str, call: Call, pipeline: str | None = None) -> None:
+        """Adds one timed call; a self-play chunk of ``pipeline`` also adds its targets."""
+        self.times.setdefault(label, []).append(call.wall)
+        self.cpu_times.setdefault(label, []).append(call.cpu)
+        if pipeline is not None:
+            self.positions_with_targets[pipeline].append(call.found)
 
-    def policy(variables, key, state):
-        legal = state.legal_action_mask
-        logits, value = apply_fn(variables, state.observation)
-        root = mctx.RootFnOutput(
-            prior_logits=search.mask_logits(logits, legal), value=value, embedding=state
-        )
-        if s.algorithm == "gumbel":
-            return mctx.gumbel_muzero_policy(
-                params=variables,
-                rng_key=key,
-                root=root,
-                recurrent_fn=recurrent_fn,
-                num_simulations=s.num_simulations,
-                invalid_actions=~legal,
-                qtransform=search.gumbel_qtransform,
-                max_num_considered_actions=s.max_num_considered_actions,
-                gumbel_scale=s.gumbel_scale,
-            )
-        return mctx.muzero_policy(
-            params=variables,
-            rng_key=key,
-            root=root,
-            recurrent_fn=recurrent_fn,
-            num_simulations=s.num_simulations,
-            invalid_actions=~legal,
-            qtransform=search.puct_qtransform,
-            dirichlet_fraction=s.dirichlet_fraction,
-            dirichlet_alpha=s.dirichlet_alpha,
-            pb_c_init=s.pb_c_init,
-        )
-
-    def play(variables, key, carry):
-        games, buffer = carry
-        init_key, moves_key = jax.random.split(key)
-        fresh = jax.vmap(game.init)(jax.random.split(init_key, batch))
-
-        def move(state, move_key):
-            out = policy(variables, move_key, state)
-            mover = state.current_player
-            after = step(state, out.action)
-            record = StepRecord(
-                obs=state.observation,
-                policy=out.action_weights,
-                reward=after.rewards[jnp.arange(batch), mover],
-                terminated=after.terminated,
-                discount=jnp.where(after.terminated, 0.0, -1.0),
-            )
-            state = jax.tree.map(
-                lambda new, old: jnp.where(
-                    jnp.reshape(after.terminated, (batch,) + (1,) * (old.ndim - 1)), new, old
-                ),
-                fresh,
-                after,
-            )
-            return state, record
-
-        games, data = jax.lax.scan(move, games, jax.random.split(moves_key, num_steps))
-        # pgx's compute_loss_input: value targets backwards over the chunk, masked
-        # where the game did not end inside it.
-        ended = jnp.cumsum(data.terminated[::-1], axis=0)[::-1] >= 1
-
-        def backward(value, x):
-            reward, discount = x
-            value = reward + discount * value
-            return value, value
-
-        _, value = jax.lax.scan(
-            backward, jnp.zeros(batch), (data.reward, data.discount), reverse=True
-        )
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
-        positions = ObsPositions(obs=flat(data.obs), policy=flat(data.policy), value=flat(value))
-        return (games, replay.add(buffer, positions, flat(ended))), ended.sum()
-
-    def sample(buffer, key):
-        index_key, mirror_key = jax.random.split(key)
-        index = jax.random.randint(index_key, (t.minibatch_size,), 0, jnp.maximum(buffer.size, 1))
-        picked = jax.tree.map(lambda x: x[index], buffer.data)
-        obs = picked.obs.astype(jnp.float32)
-        target = picked.policy
-        if t.mirror_augment:  # the same augmentation as c4jax's sampler
-            flip = jax.random.bernoulli(mirror_key, 0.5, (t.minibatch_size,))
-            obs = jnp.where(flip[:, None, None, None], jnp.flip(obs, axis=-2), obs)
-            target = jnp.where(flip[:, None], jnp.flip(target, axis=-1), target)
-        return replay.Minibatch(obs=obs, policy=target, value=picked.value)
-
-    sgd_step = learner.make_sgd_step(run.network, run.optimizer, t)
-    unroll = jax.devices()[0].platform == "cpu"  # as Trainer.learn loops
-
-    def learn(learner_state, buffer, key):
-        def sgd(ls, sgd_key):
-            return sgd_step(ls, sample(buffer, sgd_key))
-
-        keys = jax.random.split(key, t.sgd_steps)
-        if unroll:
-            losses = []
-            for sgd_key in keys:
-                learner_state, metrics = sgd(learner_state, sgd_key)
-                losses.append(metrics["loss"])
-            return learner_state, jnp.mean(jnp.stack(losses))
-        learner_state, metrics = jax.lax.scan(sgd, learner_state, keys)
-        return learner_state, jnp.mean(metrics["loss"])
-
-    games = jax.vmap(game.init)(jax.random.split(games_key, batch))
-    capacity = t.replay_capacity
-    buffer = replay.ReplayBuffer(
-        data=ObsPositions(
-            obs=jnp.zeros((capacity,) + games.observation.shape[1:], games.observation.dtype),
-            policy=jnp.zeros((capacity, games.legal_action_mask.shape[-1]), jnp.float32),
-            value=jnp.zeros((capacity,), jnp.float32),
-        ),
-        insert=jnp.int32(0),
-        size=jnp.int32(0),
-    )
-    return Pipeline(
-        name="reference",
-        play=jax.jit(play, donate_argnums=2),
-        learn=jax.jit(learn, donate_argnums=0),
-        carry=(games, buffer),
-        learner_state=learner_state,
-        node_bytes=_state_bytes(games),
-    )
+    def as_dict(self) -> dict[str, Any]:
+        out = {
+            "times": self.times,
+            "cpu_times": self.cpu_times,
+            "positions_with_targets": self.positions_with_targets,
+            "node_bytes": self.node_bytes,
+            "compile_s": self.compile_s,
+        }
+        if self.xla_flags is not None:
+            out["xla_flags"] = self.xla_flags
+        return out
 
 
-def stub_apply(variables: Any, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """A stand-in for the network that costs next to nothing (``--stub-network``).
-
-    It still reads every observation plane, so the observation is built, and its
-    outputs depend on the position, so the search does real work.
-
-    Args:
-        variables: ignored.
-        obs: [B, H, W, 2] planes, float32 or bool.
-
-    Returns:
-        ``(logits [B, A], value [B])`` float32.
-    """
-    del variables
-    flat = obs.reshape(obs.shape[0], -1).astype(jnp.float32)  # [B, H * W * 2]
-    logits = flat[:, 0:14:2] - flat[:, 1:14:2]  # the top row: stones in it, per column
-    value = jnp.tanh(jnp.sum(flat * jnp.arange(flat.shape[1]), axis=-1) * 1e-3 - 0.5)
-    return logits, value
+# --------------------------------------------------------------------------
+# Timing in this process
 
 
-def make_network_floor(run, apply_fn: Callable) -> Callable:
-    """Jitted ``floor(variables, obs [B, H, W, 2]) -> value``: the network evaluations
-    of one self-play chunk, T x (sims + 1) forward passes of batch B, and nothing else."""
-    t = run.config.train
-    count = t.selfplay_steps * (run.config.search.num_simulations + 1)
-
-    def floor(variables, obs):
-        def body(obs, _):
-            _, value = apply_fn(variables, obs)
-            # A data dependence the compiler cannot see through, at no real cost.
-            obs = jnp.where(value[:, None, None, None] > 2.0, 1.0 - obs, obs)
-            return obs, None
-
-        obs, _ = jax.lax.scan(body, obs, None, length=count)
-        return obs
-
-    return jax.jit(floor)
-
-
-def _timed(fn: Callable, *args) -> tuple[Any, float, float]:
-    """``(fn(*args), wall seconds, process CPU seconds)``, waiting for the result."""
+def timed(fn: Callable, *args) -> tuple[Any, Call]:
+    """``(fn(*args), Call)``, waiting for the result."""
     wall, cpu = time.perf_counter(), time.process_time()
     out = jax.block_until_ready(fn(*args))
-    return out, time.perf_counter() - wall, time.process_time() - cpu
+    return out, Call(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu)
 
 
-def _setup(config, stub_network: bool, only: str | None = None):
-    """``(run, init_key, play_root, variables, pipelines)``: both pipelines, or ``only`` one.
-
-    The same keys in every process, so that two workers start from the same network.
-    """
-    from c4jax.alphazero import trainer
-
-    run = trainer.Trainer(config)
-    init_key, ref_key, play_root = jax.random.split(jax.random.key(config.seed), 3)
-    state = run.init(init_key)
-    variables = _copy(run.variables(state))  # frozen network for self-play
-    apply_fn = stub_apply if stub_network else run.apply_fn
-    # The reference runs the Flax module as a pgx user would (convolution, then
-    # BatchNorm); c4jax's apply_fn folds the BatchNorms into the convolutions.
-    module_apply = stub_apply if stub_network else (
-        lambda v, obs: run.network.apply(v, obs, train=False)
-    )
-    pipelines = []
-    if only in (None, "c4jax"):
-        pipelines.append(c4jax_pipeline(run, state, apply_fn))
-    if only in (None, "reference"):
-        pipelines.append(reference_pipeline(run, ref_key, _copy(state.learner), module_apply))
-    return run, init_key, play_root, variables, pipelines
+def repeat_key(play_root: jax.Array, repeat: int) -> jax.Array:
+    """The key of timed repeat ``repeat``: the same for both pipelines, and in any process."""
+    return jax.random.fold_in(play_root, 100 + repeat)
 
 
-def _play(p: Pipeline, variables, key) -> tuple[float, float, int]:
-    """One timed self-play chunk: ``(wall s, CPU s, positions given targets)``."""
-    (p.carry, found), wall, cpu = _timed(p.play, variables, key, p.carry)
-    return wall, cpu, int(found)
+class Runner(Protocol):
+    """A pipeline the alternation can ask for timed calls (in this process or a worker)."""
+
+    name: str
+
+    def play(self, repeat: int) -> Call: ...
+
+    def learn(self, repeat: int) -> Call: ...
 
 
-def _learn(p: Pipeline, key) -> tuple[float, float]:
-    """One timed SGD call: ``(wall s, CPU s)``."""
-    (p.learner_state, _), wall, cpu = _timed(p.learn, p.learner_state, p.carry[1], key)
-    return wall, cpu
-
-
-def _warm_up(p: Pipeline, variables, play_root) -> dict[str, float]:
-    """Compiles, then one more chunk so that the buffer holds data; the compile times."""
-    compile_s = {f"{p.name} self-play": _play(p, variables, jax.random.fold_in(play_root, 0))[0]}
-    _play(p, variables, jax.random.fold_in(play_root, 1))
-    compile_s[f"{p.name} sgd"] = _learn(p, jax.random.fold_in(play_root, 2))[0]
-    return compile_s
-
-
-def benchmark(
-    config, repeats: int, with_iteration: bool, stub_network: bool = False
-) -> dict[str, Any]:
-    """Times both pipelines (and c4jax's fused iteration) ``repeats`` times, alternating.
+class InProcess:
+    """Times a ``Pipeline`` in this process.
 
     Args:
-        config: the run configuration (network, search, batch and steps).
-        repeats: timed calls of each part.
-        with_iteration: also time c4jax's fused ``run.iteration``.
-        stub_network: self-play evaluates ``stub_apply`` instead of the network
-            (SGD still trains the network).
-
-    Returns:
-        {"times": {label: [wall seconds per call]}, "cpu_times": {label: [process
-        CPU seconds per call]}, "positions_with_targets": {name: [rows per chunk]},
-        "node_bytes": {name: bytes}, "compile_s": {label: seconds}}.
+        pipeline: the pipeline (its ``carry`` and ``learner_state`` advance with every call).
+        variables: the frozen network self-play evaluates.
+        play_root: the key the warm-up and repeat keys derive from.
     """
-    from c4jax.alphazero import trainer
 
-    run, init_key, play_root, variables, pipelines = _setup(config, stub_network)
-    apply_fn = stub_apply if stub_network else run.apply_fn
-    floor = make_network_floor(run, apply_fn)
-    floor_obs = jnp.zeros((config.train.selfplay_batch, 6, 7, 2), jnp.float32)
-    iteration = lambda s, k: run.iteration(s, k)[0]  # noqa: E731
+    def __init__(self, pipeline: Pipeline, variables: Any, play_root: jax.Array):
+        self.pipeline, self.variables, self.play_root = pipeline, variables, play_root
+        self.name = pipeline.name
 
-    compile_s: dict[str, float] = {}
-    targets: dict[str, list[int]] = {p.name: [] for p in pipelines}
-    times: dict[str, list[float]] = {}
-    cpu_times: dict[str, list[float]] = {}
+    def _play(self, key: jax.Array) -> Call:
+        p = self.pipeline
+        (p.carry, found), call = timed(p.play, self.variables, key, p.carry)
+        return dataclasses.replace(call, found=int(found))
 
-    def play(p: Pipeline, key) -> tuple[float, float]:
-        wall, cpu, found = _play(p, variables, key)
-        targets[p.name].append(found)
-        return wall, cpu
+    def _learn(self, key: jax.Array) -> Call:
+        p = self.pipeline
+        (p.learner_state, _), call = timed(p.learn, p.learner_state, p.carry[1], key)
+        return call
 
-    def record(label: str, took: tuple[float, float]) -> None:
-        times.setdefault(label, []).append(took[0])
-        cpu_times.setdefault(label, []).append(took[1])
+    def warm_up(self) -> dict[str, float]:
+        """Compiles, then one more chunk so that the buffer holds data; the compile times."""
+        root = self.play_root
+        compile_s = {f"{self.name} self-play": self._play(jax.random.fold_in(root, 0)).wall}
+        self._play(jax.random.fold_in(root, 1))
+        compile_s[f"{self.name} sgd"] = self._learn(jax.random.fold_in(root, 2)).wall
+        return compile_s
 
-    for p in pipelines:
-        compile_s.update(_warm_up(p, variables, play_root))
-    compile_s["network floor"] = _timed(floor, variables, floor_obs)[1]
-    iteration_state = None
-    if with_iteration:
-        iteration_state, compile_s["c4jax iteration"], _ = _timed(
-            iteration, run.init(init_key), trainer.iteration_key(0, 0)
-        )
+    def play(self, repeat: int) -> Call:
+        """One timed self-play chunk."""
+        return self._play(repeat_key(self.play_root, repeat))
 
+    def learn(self, repeat: int) -> Call:
+        """One timed SGD call."""
+        return self._learn(repeat_key(self.play_root, repeat))
+
+
+def alternate(
+    runners: Sequence[Runner],
+    repeats: int,
+    measured: Measurements,
+    after_repeat: Callable[[int], None] | None = None,
+) -> Measurements:
+    """Times ``repeats`` rounds: each runner's self-play chunk, then each one's SGD call,
+    the order reversed every other round; ``after_repeat(r)`` may time more."""
     for r in range(repeats):
-        key = jax.random.fold_in(play_root, 100 + r)
-        order = pipelines if r % 2 == 0 else pipelines[::-1]
-        for p in order:
-            record(f"{p.name} self-play", play(p, key))
-        for p in order:
-            record(f"{p.name} sgd", _learn(p, key))
-        if iteration_state is not None:
-            iteration_state, *took = _timed(
-                iteration, iteration_state, trainer.iteration_key(0, r + 1)
-            )
-            record("c4jax iteration", took)
-        record("network floor", _timed(floor, variables, floor_obs)[1:])
-    return {
-        "times": times,
-        "cpu_times": cpu_times,
-        "positions_with_targets": targets,
-        "node_bytes": {p.name: p.node_bytes for p in pipelines},
-        "compile_s": compile_s,
-    }
+        order = list(runners) if r % 2 == 0 else list(runners)[::-1]
+        for x in order:
+            measured.record(f"{x.name} self-play", x.play(r), pipeline=x.name)
+        for x in order:
+            measured.record(f"{x.name} sgd", x.learn(r))
+        if after_repeat is not None:
+            after_repeat(r)
+    return measured
 
 
 # --------------------------------------------------------------------------
 # One process per pipeline (--xla-paths as-shipped)
 
 _MARK = "@bench_train "  # prefixes a worker's result lines (anything else on stdout is not)
+_ROOT = Path(__file__).resolve().parent.parent  # the repository: workers run ``-m bench....``
 
 
 def pipeline_env(name: str, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -560,33 +259,28 @@ def _say(record: dict[str, Any]) -> None:
     print(_MARK + json.dumps(record), flush=True)
 
 
-def serve_worker(config, name: str, stub_network: bool) -> None:
+def serve_worker(runner: InProcess) -> None:
     """Times one pipeline on request: compiles, says so, then answers ``play R`` and
-    ``learn R`` lines on stdin with one result line each, until stdin closes."""
-    _, _, play_root, variables, (p,) = _setup(config, stub_network, only=name)
-    compile_s = _warm_up(p, variables, play_root)
-    _say({"compile_s": compile_s, "node_bytes": p.node_bytes,
+    ``learn R`` lines on stdin with one ``Call`` line each, until stdin closes."""
+    compile_s = runner.warm_up()
+    _say({"compile_s": compile_s, "node_bytes": runner.pipeline.node_bytes,
           "xla_flags": os.environ.get("XLA_FLAGS", "")})
     for line in sys.stdin:
         command, repeat = line.split()
-        key = jax.random.fold_in(play_root, 100 + int(repeat))
-        if command == "play":
-            wall, cpu, found = _play(p, variables, key)
-            _say({"wall": wall, "cpu": cpu, "found": found})
-        else:
-            wall, cpu = _learn(p, key)
-            _say({"wall": wall, "cpu": cpu})
+        ask = runner.play if command == "play" else runner.learn
+        _say(ask(int(repeat)).to_json())
 
 
-class _Worker:
-    """A ``serve_worker`` process for one pipeline."""
+class Worker:
+    """A ``serve_worker`` process for one pipeline: ``python -m <module> <argv> --worker
+    <name>``, on the XLA flags of ``pipeline_env(name)``."""
 
-    def __init__(self, name: str, argv: list[str]):
+    def __init__(self, name: str, argv: list[str], module: str):
         self.name = name
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.bench_train", *argv, "--worker", name],
+            [sys.executable, "-m", module, *argv, "--worker", name],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            env=pipeline_env(name), cwd=Path(__file__).resolve().parent.parent,
+            env=pipeline_env(name), cwd=_ROOT,
         )
 
     def read(self) -> dict[str, Any]:
@@ -595,10 +289,16 @@ class _Worker:
                 return json.loads(line[len(_MARK):])
         raise RuntimeError(f"the {self.name} worker stopped (exit status {self.proc.wait()})")
 
-    def ask(self, command: str, repeat: int) -> dict[str, Any]:
+    def ask(self, command: str, repeat: int) -> Call:
         self.proc.stdin.write(f"{command} {repeat}\n")
         self.proc.stdin.flush()
-        return self.read()
+        return Call.from_json(self.read())
+
+    def play(self, repeat: int) -> Call:
+        return self.ask("play", repeat)
+
+    def learn(self, repeat: int) -> Call:
+        return self.ask("learn", repeat)
 
     def close(self) -> None:
         if self.proc.stdin and not self.proc.stdin.closed:
@@ -609,43 +309,27 @@ class _Worker:
             self.proc.kill()
 
 
-def benchmark_processes(repeats: int, argv: list[str]) -> dict[str, Any]:
-    """``benchmark``'s measurements with each pipeline in a process of its own.
+def benchmark_processes(repeats: int, argv: list[str], module: str) -> dict[str, Any]:
+    """The measurements with each pipeline in a worker process of its own.
 
     ``argv``: the benchmark's own arguments, handed to the workers (which build
-    the same configuration from them). The workers compile side by side; then
-    every timed call runs alone, alternating as in ``benchmark``.
+    the same configuration from them); ``module``: the command line the workers
+    run (it must call ``serve_worker`` on ``--worker NAME``). The workers
+    compile side by side; then every timed call runs alone, alternating as in
+    this process.
     """
-    workers = [_Worker("c4jax", argv), _Worker("reference", argv)]
+    workers = [Worker(name, argv, module) for name in PIPELINES]
     try:
-        ready = {w.name: w.read() for w in workers}
-        times: dict[str, list[float]] = {}
-        cpu_times: dict[str, list[float]] = {}
-        targets: dict[str, list[int]] = {w.name: [] for w in workers}
-
-        def record(label: str, took: dict[str, Any]) -> None:
-            times.setdefault(label, []).append(took["wall"])
-            cpu_times.setdefault(label, []).append(took["cpu"])
-
-        for r in range(repeats):
-            order = workers if r % 2 == 0 else workers[::-1]
-            for w in order:
-                took = w.ask("play", r)
-                targets[w.name].append(took["found"])
-                record(f"{w.name} self-play", took)
-            for w in order:
-                record(f"{w.name} sgd", w.ask("learn", r))
+        measured = Measurements(xla_flags={})
+        for w in workers:
+            ready = w.read()
+            measured.add_pipeline(w.name, ready["node_bytes"], ready["compile_s"])
+            measured.xla_flags[w.name] = ready["xla_flags"]
+        alternate(workers, repeats, measured)
     finally:
         for w in workers:
             w.close()
-    return {
-        "times": times,
-        "cpu_times": cpu_times,
-        "positions_with_targets": targets,
-        "node_bytes": {name: r["node_bytes"] for name, r in ready.items()},
-        "compile_s": {k: v for r in ready.values() for k, v in r["compile_s"].items()},
-        "xla_flags": {name: r["xla_flags"] for name, r in ready.items()},
-    }
+    return measured.as_dict()
 
 
 # --------------------------------------------------------------------------
@@ -664,7 +348,7 @@ def summarize(config, measured: dict[str, Any]) -> dict[str, Any]:
     samples = t.sgd_steps * t.minibatch_size  # training samples per SGD call
     median = {label: statistics.median(v) for label, v in measured["times"].items()}
     rows: dict[str, dict[str, float | None]] = {}
-    for name in ("c4jax", "reference"):
+    for name in PIPELINES:
         play_s, sgd_s = median[f"{name} self-play"], median[f"{name} sgd"]
         found = measured["positions_with_targets"][name]
         rows[name] = {
@@ -752,137 +436,41 @@ def print_table(config, summary: dict[str, Any], repeats: int, stub: bool = Fals
         )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="cpu", help="preset name or JSON path (default cpu)")
-    parser.add_argument("--blocks", type=int, default=None, help="residual blocks (preset: 3)")
-    parser.add_argument("--channels", type=int, default=None, help="channels (preset: 32)")
-    parser.add_argument("--sims", type=int, default=None, help="simulations per move (16)")
-    parser.add_argument(
-        "--algorithm", choices=("gumbel", "puct"), default=None, help="search (gumbel)"
-    )
-    parser.add_argument(
-        "--batch", type=int, default=None, help="games B in parallel, and the minibatch (256)"
-    )
-    parser.add_argument(
-        "--steps", type=int, default=None, help="moves T per chunk, and SGD steps per call (16)"
-    )
-    parser.add_argument(
-        "--minibatch", type=int, default=None, help="SGD minibatch (default: --batch, else 256)"
-    )
-    parser.add_argument(
-        "--sgd-steps",
-        type=int,
-        default=None,
-        help="SGD steps per call (default: --steps, else 16; on CPU 1 step is ~18x slower "
-        "per step: a one-trip while loop)",
-    )
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls; the median counts")
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    parser.add_argument(
-        "--stub-network",
-        action="store_true",
-        help="self-play with a near-free stand-in for the network: env + tree + observation",
-    )
-    parser.add_argument(
-        "--iteration",
-        action="store_true",
-        help="also time c4jax's fused run.iteration (one more large compile)",
-    )
-    parser.add_argument(
-        "--xla-paths",
-        choices=("same", "as-shipped"),
-        default="same",
-        help="same: both pipelines in this process, on its XLA flags; as-shipped: one "
-        "process each, c4jax with the YNNPACK fusion its command lines turn on, the "
-        "reference with XLA's default CPU code paths (as a pgx example runs)",
-    )
-    parser.add_argument("--worker", choices=("c4jax", "reference"), help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="JSON results file (default bench/results/train_<platform>[_as_shipped].json)",
-    )
-    args = parser.parse_args(argv)
-    if args.xla_paths == "as-shipped" and (args.iteration or args.stub_network):
-        parser.error("--xla-paths as-shipped times the two pipelines' self-play and SGD; "
-                     "drop --iteration and --stub-network")
-    return args
+DEFINITIONS = {
+    "selfplay_positions_per_s": "B x T searched positions / median self-play chunk "
+    "time (search, env steps, restarts, value targets, replay add)",
+    "train_samples_per_s": "sgd_steps x minibatch / median time of one call of "
+    "sgd_steps SGD steps (sampling + observation + learner step)",
+    "positions_with_targets_per_chunk": "rows added to the replay buffer per chunk",
+    "node_bytes": "bytes of one game's env state, stored at every search-tree node",
+    "network_floor": "T x (sims + 1) forward passes of batch B alone",
+    "ratio_c4jax_over_reference.iteration": "reference (chunk + sgd) time / c4jax's",
+    "ratio_c4jax_over_reference.paired_median": "median over repeats of reference "
+    "time / c4jax time of the same repeat (wall and process CPU time)",
+}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Runs the benchmark, prints a table and writes the JSON results."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    config = make_config(args)
-    if args.worker:
-        serve_worker(config, args.worker, args.stub_network)
-        return {}
-    info = device_info()
-    load_start = os.getloadavg()
-    started = time.perf_counter()
-    if args.xla_paths == "as-shipped":
-        measured = benchmark_processes(args.repeats, argv)
-        print(f"XLA_FLAGS per pipeline: {measured['xla_flags']}")
-    else:
-        measured = benchmark(config, args.repeats, args.iteration, args.stub_network)
-    load_end = os.getloadavg()
-    summary = summarize(config, measured)
-    print(
-        f"device: {info['device_kind']} ({info['platform']}, {info['cpu_count']} CPUs), "
-        f"jax {info['jax_version']}, pgx {info['pgx_version']}, mctx {info['mctx_version']}; "
-        f"load average {load_start[0]:.2f} -> {load_end[0]:.2f}"
-    )
-    print_table(config, summary, args.repeats, args.stub_network)
-
-    n, s, t = config.network, config.search, config.train
-    result = {
-        "device": info,
-        "load_average": {"start": list(load_start), "end": list(load_end)},
-        "command": "python -m bench.bench_train " + " ".join(argv),
+def result_record(
+    measured: dict[str, Any],
+    summary: dict[str, Any],
+    *,
+    device: dict[str, Any],
+    load_average: tuple[Sequence[float], Sequence[float]],
+    command: str,
+    wall_s: float,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """The JSON results file: where and how it ran, the raw times and the summary."""
+    return {
+        "device": device,
+        "load_average": {"start": list(load_average[0]), "end": list(load_average[1])},
+        "command": command,
         "date": time.strftime("%Y-%m-%d"),
-        "wall_s": time.perf_counter() - started,
-        "settings": {
-            "preset": args.config,
-            "network": dataclasses.asdict(n),
-            "search": dataclasses.asdict(s),
-            "selfplay_batch": t.selfplay_batch,
-            "selfplay_steps": t.selfplay_steps,
-            "sgd_steps": t.sgd_steps,
-            "minibatch_size": t.minibatch_size,
-            "replay_capacity": t.replay_capacity,
-            "mirror_augment": t.mirror_augment,
-            "sgd_scan_unroll": jax.devices()[0].platform == "cpu",
-            "repeats": args.repeats,
-            "stub_network": args.stub_network,
-            "xla_paths": args.xla_paths,
-            "xla_flags": measured.get("xla_flags", os.environ.get("XLA_FLAGS", "")),
-        },
-        "definitions": {
-            "selfplay_positions_per_s": "B x T searched positions / median self-play chunk "
-            "time (search, env steps, restarts, value targets, replay add)",
-            "train_samples_per_s": "sgd_steps x minibatch / median time of one call of "
-            "sgd_steps SGD steps (sampling + observation + learner step)",
-            "positions_with_targets_per_chunk": "rows added to the replay buffer per chunk",
-            "node_bytes": "bytes of one game's env state, stored at every search-tree node",
-            "network_floor": "T x (sims + 1) forward passes of batch B alone",
-            "ratio_c4jax_over_reference.iteration": "reference (chunk + sgd) time / c4jax's",
-            "ratio_c4jax_over_reference.paired_median": "median over repeats of reference "
-            "time / c4jax time of the same repeat (wall and process CPU time)",
-        },
+        "wall_s": wall_s,
+        "settings": settings,
+        "definitions": DEFINITIONS,
         "compile_s": measured["compile_s"],
         "times_s": measured["times"],
         "cpu_times_s": measured["cpu_times"],
         "summary": summary,
     }
-    suffix = "_as_shipped" if args.xla_paths == "as-shipped" else ""
-    out = args.out or RESULTS_DIR / f"train_{info['platform']}{suffix}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
-    return result
-
-
-if __name__ == "__main__":
-    main()

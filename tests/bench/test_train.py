@@ -1,5 +1,6 @@
-"""bench/bench_train.py: the as-shipped comparison runs each pipeline in a process of
-its own, on the XLA code paths its users get."""
+"""bench/bench_train.py, the command line: the as-shipped comparison runs each pipeline in a
+process of its own, on the XLA code paths its users get (the harness's own tests:
+tests/bench/test_harness.py)."""
 
 import json
 
@@ -9,18 +10,6 @@ from bench import bench_train
 from c4jax.run import xla_flags
 
 SMOKE = ["--blocks", "1", "--channels", "8", "--sims", "2", "--batch", "8", "--steps", "2"]
-
-
-def test_each_pipeline_gets_its_users_xla_flags():
-    user = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2 "
-                         "--xla_cpu_experimental_ynn_fusion_type=dot", "PATH": "/bin"}
-    ours = bench_train.pipeline_env("c4jax", user)
-    theirs = bench_train.pipeline_env("reference", user)
-    assert ours["XLA_FLAGS"].split() == [
-        "--xla_force_host_platform_device_count=2", xla_flags.YNN_FLAG]
-    assert theirs["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
-    assert theirs[xla_flags.OPT_OUT] == "0" and ours["PATH"] == theirs["PATH"] == "/bin"
-    assert "ynn" in user["XLA_FLAGS"]  # the caller's environment is not edited
 
 
 def test_the_as_shipped_run_alternates_two_worker_processes(tmp_path, capsys):
@@ -46,3 +35,24 @@ def test_the_as_shipped_run_alternates_two_worker_processes(tmp_path, capsys):
 def test_as_shipped_refuses_what_it_cannot_time(extra, usage_error):
     err = usage_error(bench_train.parse_args, ["--xla-paths", "as-shipped", *extra])
     assert "--xla-paths as-shipped" in err
+
+
+def test_the_in_process_run_times_both_pipelines_the_floor_and_the_iteration(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    bench_train.main([*SMOKE, "--repeats", "2", "--stub-network", "--iteration", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["settings"]["xla_paths"] == "same" and result["settings"]["stub_network"]
+    for label in ("c4jax self-play", "reference self-play", "c4jax sgd", "reference sgd",
+                  "network floor", "c4jax iteration"):
+        assert len(result["times_s"][label]) == 2 and min(result["times_s"][label]) > 0
+        assert len(result["cpu_times_s"][label]) == 2
+    assert set(result["compile_s"]) == {
+        "c4jax self-play", "c4jax sgd", "reference self-play", "reference sgd",
+        "network floor", "c4jax iteration"}
+    summary = result["summary"]
+    assert summary["network_floor"]["forward_passes"] == 2 * (2 + 1)
+    assert summary["c4jax_fused_iteration_s"] > 0
+    for row in summary["pipelines"].values():
+        assert 0 <= row["positions_with_targets_per_chunk"] <= 8 * 2 * 2  # B x T, carried over
+    printed = capsys.readouterr().out
+    assert "stub network in self-play" in printed and "c4jax fused run.iteration" in printed
