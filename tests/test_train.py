@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from c4jax import env, train
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import network, trainer
-from c4jax.run import train_alphazero
+from c4jax.run import runlog, train_alphazero
 
 ROOT = Path(__file__).resolve().parent.parent
 # Standard errors the loss drop must clear. Over seeds 0-4 the drops measure
@@ -360,23 +361,85 @@ def test_a_damaged_newest_checkpoint_is_set_aside_with_a_warning(tmp_path):
     assert _logged_steps(tmp_path) == [1, 2, 3, 4]
 
 
-def test_the_expected_time_follows_the_cpu_code_path(monkeypatch):
+_FAST = "--xla_cpu_experimental_ynn_fusion_type=dot,eltwise"  # YNNPACK fusion on
+
+
+def test_the_timings_file_names_its_hardware_and_commands():
+    """configs/timings/cpu.json: per preset, measurements that say where they come from."""
+    timings = train_alphazero.cpu_timings()
+    assert timings and set(timings) <= set(config_lib.preset_names())
+    for preset, entries in timings.items():
+        assert entries, preset
+        for entry in entries:
+            assert entry["hardware"]["cpu"] and entry["hardware"]["cores"] >= 1
+            assert entry["jax"] and entry["xla_path"] in ("fast", "default")
+            assert entry["compile_seconds"] > 0 and entry["seconds_per_iteration"] > 0
+            assert entry["command"].startswith(f"python -m c4jax.train --config {preset}")
+            assert isinstance(entry["measured"], bool)
+
+
+def _durations(preset, path, iterations):
+    """The fastest and slowest machine's expected time, as the data file gives them."""
+    entries = [e for e in train_alphazero.cpu_timings()[preset] if e["xla_path"] == path]
+    totals = sorted(e["compile_seconds"] + iterations * e["seconds_per_iteration"]
+                    for e in entries)
+    return totals[0], totals[-1], entries
+
+
+@pytest.mark.parametrize("path, flags", [("fast", _FAST), ("default", "")])
+@pytest.mark.parametrize("preset", sorted(train_alphazero.cpu_timings()))
+def test_the_expected_time_reads_the_timings_and_scales_with_iterations(
+    preset, path, flags, monkeypatch
+):
+    monkeypatch.setenv("XLA_FLAGS", flags)
+    config = config_lib.load(preset)
+    lines = []
+    for iterations in (config.train.num_iterations, 4 * config.train.num_iterations):
+        line = train_alphazero.expected_time(config, preset, iterations)
+        low, high, entries = _durations(preset, path, iterations)
+        if not entries:
+            assert "shown once the first iterations have run" in line
+            return
+        assert line.startswith(f"expected time: about {runlog.format_duration(low)}")
+        assert runlog.format_duration(high) in line
+        cores = {e["hardware"]["cores"] for e in entries}
+        assert f"on an idle {'/'.join(map(str, sorted(cores)))}-core CPU" in line
+        assert all(e["hardware"]["cpu"] in line for e in entries if
+                   e["compile_seconds"] + iterations * e["seconds_per_iteration"] in (low, high))
+        assert ("measured" in line) == any(e["measured"] for e in entries)
+        assert "ETA takes over once iterations run" in line
+        lines.append((low, line))
+    (low1, line1), (low4, line4) = lines
+    assert low4 > low1 and line4 != line1  # more iterations, a longer estimate
+
+
+def test_the_expected_time_is_left_to_the_eta_off_its_measurements(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", _FAST)
     cpu = config_lib.load("cpu")
-    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot,eltwise")
-    fast = train.expected_time(cpu, "cpu", cpu.train.num_iterations)
-    monkeypatch.setenv("XLA_FLAGS", "")
-    slow = train.expected_time(cpu, "cpu", 100)
-    assert fast == "expected time: about 17 min on a 2-core CPU (compiling first: about 40 s)"
-    assert slow == "expected time: about 17 min on a 2-core CPU (compiling first: about 2 min)"
-    strong = config_lib.load("strong")
-    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot,eltwise")
-    assert train.expected_time(strong, "strong", strong.train.num_iterations) == (
-        "expected time: about 1 h 43 min to 2 h 36 min on a 2-core CPU, depending on the CPU "
-        "(compiling first: about 2 min to 4 min)"
-    )
-    monkeypatch.setenv("XLA_FLAGS", "")  # the faster VM was measured on the fast path only
-    assert train.expected_time(strong, "strong", strong.train.num_iterations) == (
-        "expected time: about 8 h 06 min on a 2-core CPU (compiling first: about 5 min)"
-    )
+    later = "expected time: shown once the first iterations have run"
+    assert train_alphazero.expected_time(cpu, "cpu", 100) != later
     changed = dataclasses.replace(cpu, search=dataclasses.replace(cpu.search, num_simulations=32))
-    assert "shown once the first iterations have run" in train.expected_time(changed, "cpu", 100)
+    assert train_alphazero.expected_time(changed, "cpu", 100) == later  # another config
+    assert train_alphazero.expected_time(cpu, None, 100) == later  # a config file
+    assert train_alphazero.expected_time(cpu, "gpu", 100) == later  # nothing measured
+    reseeded = dataclasses.replace(cpu, seed=7)  # the seed changes no timing
+    assert train_alphazero.expected_time(reseeded, "cpu", 100) != later
+    monkeypatch.setattr(train_alphazero.jax, "default_backend", lambda: "gpu")
+    assert train_alphazero.expected_time(cpu, "cpu", 100) == later  # not a CPU
+
+
+def test_resume_continues_the_newest_run_and_names_it(uninterrupted, tmp_path, monkeypatch,
+                                                      capsys):
+    """``--resume`` without ``--workdir`` takes the run in runs/ written to last."""
+    workdir, _ = uninterrupted
+    runs = tmp_path / "runs"
+    (runs / "older").mkdir(parents=True)
+    config_lib.save(_tiny(), runs / "older" / "config.json")
+    os.utime(runs / "older" / "config.json", (1, 1))
+    shutil.copytree(workdir, runs / "newer")
+    monkeypatch.chdir(tmp_path)
+    assert train.main(["--resume", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    picked = Path("runs") / "newer"
+    assert f"--resume: continuing {picked}, the run in runs/ written to last" in out
+    assert f"nothing to do: {picked} has done 4 iterations" in out

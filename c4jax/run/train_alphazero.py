@@ -13,6 +13,8 @@ write the checkpoints together, and each evaluates on its own copy of the networ
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 from pathlib import Path
 
 import jax
@@ -21,9 +23,12 @@ from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import search, trainer
 from c4jax.alphazero.config import Config
 from c4jax.judge import periodic
-from c4jax.run import distributed, rundir, runlog
+from c4jax.run import distributed, rundir, runlog, xla_flags
 from c4jax.run import loop as runloop
 from c4jax.store import checkpoints
+
+# Measured wall times of the presets on CPUs: what expected_time() reads.
+TIMINGS = config_lib.PRESET_DIR / "timings" / "cpu.json"
 
 NonFiniteError = runloop.NonFiniteError  # the loss or parameters became NaN/inf
 
@@ -175,3 +180,59 @@ def _process_local(tree):
     array would make every evaluation game a program over all the processes.
     """
     return jax.tree.map(lambda x: x.addressable_data(0), tree)
+
+
+def default_preset() -> str:
+    """The preset for the hardware found: cpu, gpu or tpu."""
+    backend = jax.default_backend()
+    return {"gpu": "gpu", "tpu": "tpu"}.get(backend, "cpu")
+
+
+def cpu_timings(path: str | Path = TIMINGS) -> dict[str, list[dict]]:
+    """Per preset, the measurements of ``configs/timings/cpu.json``: each names its
+    ``hardware`` (``cpu``, ``cores``), ``jax`` version, ``xla_path`` ("fast": YNNPACK
+    fusion, or "default"), ``compile_seconds``, ``seconds_per_iteration``, whether it
+    was ``measured`` (or derived) and the ``command`` it came from."""
+    return json.loads(Path(path).read_text())["presets"]
+
+
+def expected_time(config: Config, preset: str | None, iterations: int,
+                  timings: dict[str, list[dict]] | None = None) -> str:
+    """The start-up line with the run's expected wall time, where one was measured.
+
+    Only for a preset's configuration (any ``seed`` and ``train.num_iterations``) on a
+    CPU, from the measurements of ``timings`` (default: ``cpu_timings()``) on this
+    process's XLA code path; where several machines were measured, the range
+    between them. It is a figure for an idle machine of the named type: the
+    progress line's ETA, measured on this machine, takes over once iterations run.
+    """
+    later = "expected time: shown once the first iterations have run"
+    if jax.default_backend() != "cpu" or preset is None:
+        return later
+    path = "fast" if xla_flags.fast_cpu_on() else "default"
+    entries = [e for e in (timings or cpu_timings()).get(preset, []) if e["xla_path"] == path]
+    if not entries:
+        return later
+    same = lambda c: dataclasses.replace(  # noqa: E731
+        c, seed=0, train=dataclasses.replace(c.train, num_iterations=1)
+    )
+    if same(config) != same(config_lib.load(preset)):
+        return later
+    entries.sort(key=lambda e: e["compile_seconds"] + iterations * e["seconds_per_iteration"])
+    fastest, slowest = entries[0], entries[-1]
+
+    def span(seconds: list[float]) -> str:
+        low, high = (runlog.format_duration(s) for s in (min(seconds), max(seconds)))
+        return low if low == high else f"{low} to {high}"
+
+    totals = [e["compile_seconds"] + iterations * e["seconds_per_iteration"] for e in entries]
+    cores = "/".join(str(c) for c in sorted({e["hardware"]["cores"] for e in entries}))
+    machines = dict.fromkeys(e["hardware"]["cpu"] for e in (fastest, slowest))
+    measured = [e.get("measured", True) for e in entries]
+    how = "measured" if all(measured) else "partly estimated" if any(measured) else "estimated"
+    return (
+        f"expected time: about {span(totals)} on an idle {cores}-core CPU "
+        f"({' to '.join(machines)}, {how}; compiling first: about "
+        f"{span([e['compile_seconds'] for e in entries])}); the progress line's ETA takes "
+        "over once iterations run"
+    )

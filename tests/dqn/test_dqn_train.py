@@ -2,11 +2,16 @@
 
 import dataclasses
 import json
+import os
+import shutil
+import time
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
+from c4jax import train as c4jax_train
 from c4jax.alphazero import config as config_lib
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import train
@@ -80,3 +85,67 @@ def test_presets_are_valid(name):
     assert dataclasses.asdict(config) == dataclasses.asdict(
         config_lib.from_dict(config_lib.to_dict(config), dqn_config.DQNConfig)
     )
+
+
+def _runs_with(tmp_path, tiny_dqn_run, *, alphazero_newer: bool):
+    """runs/ holding a copy of the tiny value-based run and an AlphaZero run's config."""
+    runs = tmp_path / "runs"
+    shutil.copytree(tiny_dqn_run, runs / "dqn-run")
+    (runs / "az-run").mkdir()
+    config_lib.save(config_lib.load("tiny"), runs / "az-run" / "config.json")
+    now = time.time()
+    for path in (runs / "dqn-run").iterdir():
+        os.utime(path, (now, now))
+    stamp = now + (100 if alphazero_newer else -100)
+    os.utime(runs / "az-run" / "config.json", (stamp, stamp))
+    return runs
+
+
+def test_the_alphazero_command_line_continues_the_newest_run_when_it_is_value_based(
+    tmp_path, tiny_dqn_run, monkeypatch, capsys
+):
+    """``python -m c4jax.train --resume`` on a value-based run: the value-based trainer."""
+    _runs_with(tmp_path, tiny_dqn_run, alphazero_newer=False)
+    monkeypatch.chdir(tmp_path)
+    done = dqn_config.load("tiny").train.num_iterations
+    argv = ["--resume", "--no-progress", "--train.num-iterations", str(done + 1)]
+    assert c4jax_train.main(argv) == 0
+    out = capsys.readouterr().out
+    picked = Path("runs") / "dqn-run"
+    assert f"--resume: continuing {picked}, the run in runs/ written to last" in out
+    assert f"resuming {picked} from iteration {done} of {done + 1}" in out
+    steps = [json.loads(line)["step"] for line in (picked / "metrics.jsonl").open()]
+    assert steps == list(range(1, done + 2))
+
+
+def test_resume_here_takes_the_newest_value_based_run(tmp_path, tiny_dqn_run, monkeypatch,
+                                                      capsys):
+    _runs_with(tmp_path, tiny_dqn_run, alphazero_newer=True)
+    monkeypatch.chdir(tmp_path)
+    call = train.parse_args(["--resume"])
+    assert call.kind == "dqn" and call.workdir == Path("runs") / "dqn-run"
+    assert call.picked.startswith(f"--resume: continuing {Path('runs') / 'dqn-run'}")
+    assert c4jax_train.parse_args(["--resume"]).workdir == Path("runs") / "az-run"
+
+
+@pytest.mark.parametrize("argv", [["--config", "dqn/grogu"], ["--config", "dqn/tiny"]])
+def test_value_based_presets_through_the_alphazero_command_line(argv, tmp_path, capsys):
+    assert c4jax_train.main([*argv, "--workdir", str(tmp_path / "x"), "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["algorithm"] == "dqn"
+    assert printed == config_lib.to_dict(dqn_config.load(argv[1].split("/")[1]))
+
+
+def test_the_run_directory_picks_the_trainer(tiny_dqn_run, capsys):
+    assert c4jax_train.main(["--workdir", str(tiny_dqn_run), "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["algorithm"] == "dqn"
+    code = c4jax_train.main(["--workdir", str(tiny_dqn_run), "--config", "tiny"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "an AlphaZero configuration, but --workdir" in err and "a value-based run" in err
+
+
+def test_multi_process_flags_are_refused_for_a_value_based_run(tmp_path, capsys):
+    argv = ["--config", "dqn/tiny", "--workdir", str(tmp_path), "--coordinator", "h:1"]
+    assert c4jax_train.main(argv) == 2
+    assert "a value-based run trains in one process" in capsys.readouterr().err

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from c4jax import train
-from c4jax.run import distributed, train_alphazero
+from c4jax.run import cli, distributed, train_alphazero
 from c4jax.run.distributed import Cluster
 from c4jax.store import checkpoints
 
@@ -105,9 +105,9 @@ def test_runtime_failures_are_told_from_c4jax_errors():
     """A collective with a dead process fails with XLA's status text, which
     reaches Python as a JaxRuntimeError or, through NumPy, a ValueError."""
     gloo = "UNKNOWN: Gloo AllGather failed: [pair.cc:538] Read error: Connection reset by peer"
-    assert train._peer_failure(ValueError(gloo))
-    assert not train._peer_failure(ValueError("config field train.sgd_steps: got 0"))
-    assert not train._peer_failure(train_alphazero.NonFiniteError("the loss became NaN/inf"))
+    assert cli.peer_failure(ValueError(gloo))
+    assert not cli.peer_failure(ValueError("config field train.sgd_steps: got 0"))
+    assert not cli.peer_failure(train_alphazero.NonFiniteError("the loss became NaN/inf"))
 
 
 # -- two processes on localhost ---------------------------------------------------
