@@ -379,13 +379,12 @@ def resolve(argv: list[str], command: str) -> _Plan:
     elif known.resume:
         workdir = _newest(None if command == _ALPHAZERO else _DQN)
         picked = f"--resume: continuing {workdir}, the run in {RUNS_DIR}/ written to last"
-    else:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        workdir = RUNS_DIR / ("dqn-" + stamp if command == _DQN else stamp)
-    stored = workdir / "config.json"
-    if known.resume and not stored.is_file():
+    else:  # a new run, named below once its kind is known
+        workdir = None
+    stored = workdir / "config.json" if workdir is not None else None
+    stored_kind = _run_kind(workdir) if stored is not None and stored.is_file() else None
+    if known.resume and stored_kind is None:
         raise ValueError(f"--resume: {workdir} holds no run (no config.json)")
-    stored_kind = _run_kind(workdir) if stored.is_file() else None
     if known.config is not None:
         kind = _config_kind(known.config, command)
         if stored_kind is not None and stored_kind != kind:
@@ -395,6 +394,9 @@ def resolve(argv: list[str], command: str) -> _Plan:
             )
     else:
         kind = stored_kind or command
+    if workdir is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        workdir = RUNS_DIR / ("dqn-" + stamp if kind == _DQN else stamp)
     if command == _DQN and kind == _ALPHAZERO:
         where = f"--workdir {workdir}" if known.config is None else f"--config {known.config}"
         raise ValueError(f"{where}: {_WHAT[kind]} {'run' if known.config is None else 'config'}"

@@ -188,3 +188,9 @@ def test_an_unknown_config_lists_both_kinds_of_preset(tmp_path, capsys):
     assert "value-based: dqn/ddqn, dqn/grogu" in err
     err = _error(dqn_train.main, ["--config", "cpu", "--workdir", str(tmp_path)], capsys)
     assert "presets: " + ", ".join(dqn_config.preset_names()) in err
+
+
+def test_a_new_run_is_named_after_its_kind(runs):
+    assert train.parse_args(["--config", "tiny"]).workdir.name[:1].isdigit()
+    for call in (train.parse_args(["--config", "dqn/tiny"]), dqn_train.parse_args([])):
+        assert call.workdir.parent == runs and call.workdir.name.startswith("dqn-")
