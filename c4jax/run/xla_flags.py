@@ -1,6 +1,6 @@
 """XLA settings the command lines turn on before JAX starts its backend.
 
-    from c4jax import xla_flags
+    from c4jax.run import xla_flags
     xla_flags.enable_fast_cpu()   # first thing in a command's main(), before any device query
 
 One setting so far, the measured one: XLA:CPU's YNNPACK path for dots and

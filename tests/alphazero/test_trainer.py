@@ -21,7 +21,7 @@ _CHILD = """
 import dataclasses, json, re
 import jax
 import numpy as np
-from c4jax import config as config_lib, trainer
+from c4jax.alphazero import config as config_lib, trainer
 
 cfg = config_lib.load("tiny")
 cfg = dataclasses.replace(cfg, train=dataclasses.replace(

@@ -85,7 +85,7 @@ def test_prepare_names_a_read_only_directory_or_parent():
 _HOLD = """
 import sys, time
 from pathlib import Path
-from c4jax import rundir
+from c4jax.run import rundir
 with rundir.lock(Path(sys.argv[1])):
     print("locked", flush=True)
     time.sleep(600)

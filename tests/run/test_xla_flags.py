@@ -73,10 +73,10 @@ def test_the_installed_jaxlib_knows_the_flag():
 _CHILD = """
 import json, sys
 import numpy as np
-from c4jax import xla_flags
+from c4jax.run import xla_flags
 status = xla_flags.enable_fast_cpu()
 import jax, jax.numpy as jnp
-from c4jax import network
+from c4jax.alphazero import network
 from c4jax.alphazero.config import NetworkConfig
 net = network.make_network(NetworkConfig(num_blocks=2, channels=16))
 variables = network.init_variables(net, jax.random.key(0))

@@ -278,7 +278,8 @@ def test_restore_variables_when_every_checkpoint_is_damaged(run, tmp_path):
 
 _QUIET_RESTORE = """
 import sys, warnings
-from c4jax import checkpoints, trainer
+from c4jax.alphazero import trainer
+from c4jax.store import checkpoints
 workdir, cfg = sys.argv[1], checkpoints.config_lib.load(sys.argv[2])
 manager = checkpoints.make_manager(workdir, keep=3)
 with warnings.catch_warnings(record=True):
