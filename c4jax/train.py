@@ -29,7 +29,7 @@ the directory, logs and prints; all write the checkpoints together, and each
 evaluates on its own copy of the network. A Ctrl-C on any of them stops all
 at the same iteration; one that dies ends the others with an error.
 
-The flow is ``c4jax.run.cli.train_main``; the library call is
+The flow is ``c4jax.run.train_command.train_main``; the library call is
 ``c4jax.run.train_alphazero.train_and_evaluate``.
 """
 
@@ -42,16 +42,16 @@ if __name__ == "__main__":  # before JAX loads, so a Ctrl-C while importing exit
 
 import sys
 
-from c4jax.run import cli
+from c4jax.run import train_command
 
 
-def parse_args(argv: list[str]) -> cli.Invocation:
-    """What the command line asks for (see ``cli.parse_train_args``); nothing starts."""
-    return cli.parse_train_args(argv, "alphazero")
+def parse_args(argv: list[str]) -> train_command.Invocation:
+    """What the command line asks for (see ``train_command.parse_train_args``); nothing starts."""
+    return train_command.parse_train_args(argv, "alphazero")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.train_main(argv, "alphazero")
+    return train_command.train_main(argv, "alphazero")
 
 
 if __name__ == "__main__":

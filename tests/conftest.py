@@ -30,6 +30,18 @@ jax.config.update("jax_threefry_partitionable", False)
 # has it): set before any test starts JAX's backend, inherited by the subprocesses.
 xla_flags.enable_fast_cpu()
 
+# What makes a test slow here: it starts processes, trains a run or opens a browser.
+# Those are marked ``@pytest.mark.slow`` where they are written; a test that asks for
+# one of these fixtures (which train or open a browser) is marked here as well, so the
+# rule stays true for new tests. ``pytest -m "not slow"`` is the quick loop (~1 min).
+_SLOW_FIXTURES = {"tiny_run", "tiny_run_copy", "tiny_dqn_run", "browser"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):

@@ -47,12 +47,14 @@ def test_bad_input_exits_2_with_a_message(argv, problem, capsys):
     assert err.startswith("error: ") and problem in err
 
 
+@pytest.mark.slow
 def test_bad_sims_with_a_real_run_exits_2(tiny_run, capsys):
     argv = ["solver", "--checkpoint", str(tiny_run), "--sims", "0,abc", "--baselines", ""]
     assert evaluate.main(argv) == 2
     assert "--sims: 'abc'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_bad_spec_prints_no_traceback():
     proc = subprocess.run(
         [sys.executable, "-m", "c4jax.evaluate", "match", "randm", "lookahead", "--games", "2"],
@@ -69,6 +71,7 @@ def test_cli_bad_spec_prints_no_traceback():
 # --- The subcommands on the tiny run. ---
 
 
+@pytest.mark.slow
 def test_match_json(tiny_run, tmp_path, capsys):
     out = tmp_path / "match.json"
     argv = ["match", f"{tiny_run}@0", "lookahead", "--games", "6", "--openings", "1"]
@@ -101,6 +104,7 @@ def test_match_from_every_opening(tmp_path, capsys):
     assert "allowed: 0..4" in err
 
 
+@pytest.mark.slow
 def test_elo_json_and_plot(tiny_run, tmp_path, capsys):
     out, png = tmp_path / "elo.json", tmp_path / "elo.png"
     argv = ["elo", f"{tiny_run}@0", "lookahead", "--games", "4", "--bootstrap", "20"]
@@ -120,6 +124,7 @@ def test_elo_json_and_plot(tiny_run, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_solver_json(tiny_run, tmp_path, capsys):
     out = tmp_path / "solver.json"
     argv = ["solver", "--checkpoint", str(tiny_run), "--sims", "0,2", "--sets", "L1_R1,L3_R1"]
@@ -141,6 +146,7 @@ def test_solver_json(tiny_run, tmp_path, capsys):
                 assert rate is None or 0.0 <= low <= rate <= high <= 1.0
 
 
+@pytest.mark.slow
 def test_a_damaged_best_checkpoint_is_skipped_with_one_warning_line(tiny_run_copy):
     run, best = tiny_run_copy
     (run / "checkpoints" / str(best) / "state" / "_METADATA").unlink()
@@ -157,6 +163,7 @@ def test_a_damaged_best_checkpoint_is_skipped_with_one_warning_line(tiny_run_cop
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_without_a_traceback(tiny_run):
     proc = subprocess.Popen(
         [sys.executable, "-m", "c4jax.evaluate", "solver", "--checkpoint", str(tiny_run),

@@ -23,6 +23,7 @@ def _export(run, out, *extra):
     )
 
 
+@pytest.mark.slow
 def test_export_writes_the_variables_alone_and_they_load_back_exactly(tiny_run, tmp_path):
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"L1_R1": 0.1}))
@@ -43,6 +44,7 @@ def test_export_writes_the_variables_alone_and_they_load_back_exactly(tiny_run, 
     assert info["step"] == original.step and info["training_seconds"] > 0
 
 
+@pytest.mark.slow
 def test_damaged_or_missing_exports_give_a_clear_error(tiny_run, tmp_path):
     assert _export(tiny_run, tmp_path / "net").returncode == 0
     with pytest.raises(ValueError, match="not an exported network"):
@@ -53,6 +55,7 @@ def test_damaged_or_missing_exports_give_a_clear_error(tiny_run, tmp_path):
         exported.load_exported(tmp_path / "net")
 
 
+@pytest.mark.slow
 def test_bad_arguments_exit_2_without_a_traceback(tiny_run, tmp_path):
     for args in [(f"{tiny_run}:x", tmp_path / "a"), (tmp_path / "nothing", tmp_path / "b")]:
         out = _export(*args)

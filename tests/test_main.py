@@ -62,6 +62,7 @@ def _python(*args):
                           cwd=ROOT, timeout=120)
 
 
+@pytest.mark.slow
 def test_python_dash_m_c4jax_help_imports_no_command():
     out = _python("-m", "c4jax", "--help")
     assert out.returncode == 0, out.stderr
@@ -72,6 +73,7 @@ def test_python_dash_m_c4jax_help_imports_no_command():
     assert out.stdout.strip().splitlines()[-1] == "['c4jax.__main__']", out.stdout
 
 
+@pytest.mark.slow
 def test_python_dash_m_c4jax_runs_a_command():
     out = _python("-m", "c4jax", "train", "--config", "tiny", "--train.num-iteration", "3")
     assert out.returncode == 2
@@ -79,6 +81,7 @@ def test_python_dash_m_c4jax_runs_a_command():
     assert out.stderr.count("\n") == 1, out.stderr
 
 
+@pytest.mark.slow
 def test_the_console_script_where_installed():
     script = shutil.which("c4jax", path=os.path.dirname(sys.executable))
     if script is None:

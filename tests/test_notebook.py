@@ -40,6 +40,7 @@ def _outputs(cell) -> str:
     return "".join(parts)
 
 
+@pytest.mark.slow
 def test_the_parameters_cell_sets_every_name_the_ci_run_replaces():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     source = nb.cells[_parameters_cell(nb)].source
@@ -103,6 +104,7 @@ def executed(kernel_dir, tmp_path_factory):
     return nb, cwd
 
 
+@pytest.mark.slow
 def test_the_notebook_runs_this_interpreter_and_the_code_under_test(executed):
     import c4jax
 
@@ -112,6 +114,7 @@ def test_the_notebook_runs_this_interpreter_and_the_code_under_test(executed):
     assert Path(package).resolve() == Path(c4jax.__file__).resolve()
 
 
+@pytest.mark.slow
 def test_on_a_cpu_it_warns_loudly_and_goes_on(executed):
     nb, _ = executed
     text = "".join(_outputs(c) for c in nb.cells)
@@ -119,6 +122,7 @@ def test_on_a_cpu_it_warns_loudly_and_goes_on(executed):
     assert "Runtime > Change runtime type > TPU" in text
 
 
+@pytest.mark.slow
 def test_it_trains_evaluates_plays_and_zips_the_run(executed):
     nb, cwd = executed
     text = "".join(_outputs(c) for c in nb.cells)
@@ -138,6 +142,7 @@ def test_it_trains_evaluates_plays_and_zips_the_run(executed):
     assert "not in Colab: view the curves with  tensorboard --logdir runs/ci/tb" in text
 
 
+@pytest.mark.slow
 def test_without_a_tpu_and_require_tpu_it_stops_with_the_fix(kernel_dir, tmp_path):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     i = _parameters_cell(nb)
@@ -156,6 +161,7 @@ def _run_install_cell(monkeypatch, cwd: Path, **params) -> dict:
     return namespace
 
 
+@pytest.mark.slow
 def test_the_install_cell_finds_a_checkout_here_above_or_cloned_below(monkeypatch, tmp_path):
     find = _run_install_cell(monkeypatch, tmp_path)["find_checkout"]
     assert find() is None  # nothing here: the cell would clone REPO_URL or stop

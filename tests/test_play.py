@@ -91,6 +91,7 @@ def test_check_column():
     assert play.check_column("-1", "")[0] is None
 
 
+@pytest.mark.slow
 def test_whole_game_against_the_tiny_agent(tiny_run):
     """The real agent, moving first, against a human who cycles through the columns."""
     player = Player.from_checkpoint(tiny_run, num_simulations=0)
@@ -174,6 +175,7 @@ def test_main_rejects_bad_starting_moves(capsys):
     assert "already over" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_main_plays_from_a_position(tiny_run, monkeypatch, capsys):
     answers = iter(["1", "q"])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
@@ -217,6 +219,7 @@ def _run_and_interrupt(args, marker, delay):
     return code, "".join(chunks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "marker, delay", [("Loading", 0.1), ("thinking...", 0.2)], ids=["loading", "thinking"]
 )
@@ -231,6 +234,7 @@ def test_ctrl_c_exits_130_with_a_short_message(tiny_run, marker, delay):
     assert after[-1] == "Interrupted. Bye." and len(after) <= 3, out
 
 
+@pytest.mark.slow
 def test_keys_typed_while_the_agent_thinks_are_not_echoed_and_dropped(tiny_run):
     """In a real terminal (a pty): "5<enter>" typed during the agent's first move
     neither shows up nor becomes the human's move."""

@@ -36,6 +36,7 @@ def _winning_columns(moves: str) -> list[int]:
     return wins
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moves", ["", "4", "111111", "1111112222223"])
 def test_best_move_is_a_legal_zero_based_column(player, network_only, moves):
     legal = np.asarray(env.legal_action_mask(env.from_moves(moves)))
@@ -47,6 +48,7 @@ def test_best_move_is_a_legal_zero_based_column(player, network_only, moves):
         assert p.play(moves) == moves + move.char
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moves", ["112233", "121212", "556677", "7121212", "445566"])
 def test_search_takes_a_win_in_one(player, moves):
     wins = _winning_columns(moves)
@@ -54,6 +56,7 @@ def test_search_takes_a_win_in_one(player, moves):
     assert player.best_move(moves).index in wins
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moves", ["", "111111", "111111222222333333"])
 def test_analyse_policy_is_a_distribution_over_open_columns(player, network_only, moves):
     legal = np.asarray(env.legal_action_mask(env.from_moves(moves)))
@@ -66,6 +69,7 @@ def test_analyse_policy_is_a_distribution_over_open_columns(player, network_only
         assert -1.0 <= analysis.value <= 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "moves",
     [
@@ -96,6 +100,7 @@ def test_player_is_exported_at_the_package_level():
         c4jax.NoSuchThing  # noqa: B018
 
 
+@pytest.mark.slow
 def test_analysis_action_is_the_best_move(player):
     for moves in ["", "4453", "121212"]:
         analysis = player.analyse(moves)
@@ -103,6 +108,7 @@ def test_analysis_action_is_the_best_move(player):
         assert analysis.move == player.best_move(moves)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moves", ["", "111111", "4453"])
 def test_analysis_shows_what_the_search_decided_with(player, network_only, moves):
     legal = np.asarray(env.legal_action_mask(env.from_moves(moves)))
@@ -123,18 +129,21 @@ def test_analysis_shows_what_the_search_decided_with(player, network_only, moves
     assert "network alone" in alone.rule
 
 
+@pytest.mark.slow
 def test_with_simulations_shares_the_network(player):
     other = player.with_simulations(8)
     assert other.num_simulations == 8 and other.variables is player.variables
     assert other.analyse("4453").visits.sum() == 8
 
 
+@pytest.mark.slow
 def test_loading_prints_no_absl_warnings(tiny_run, caplog):
     with caplog.at_level(logging.WARNING):
         Player.from_checkpoint(tiny_run, num_simulations=0)
     assert not [r for r in caplog.records if r.name == "absl"], caplog.text
 
 
+@pytest.mark.slow
 def test_the_pretrained_agent_loads_and_beats_lookahead():
     """The agent shipped in the package (c4jax/pretrained): network variables only."""
     player = Player.pretrained(num_simulations=16)
@@ -147,6 +156,7 @@ def test_the_pretrained_agent_loads_and_beats_lookahead():
     assert result.score >= 0.8, str(result)
 
 
+@pytest.mark.slow
 def test_a_damaged_best_checkpoint_falls_back_with_a_warning(tiny_run_copy):
     run, best = tiny_run_copy
     data = max((run / "checkpoints" / str(best) / "state").glob("**/d/*"),

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from c4jax import plot
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -60,6 +62,7 @@ def test_plot_skips_absent_metrics_and_defaults_to_run_plots(tmp_path):
     assert "losses.png" in {p.name for p in written}
 
 
+@pytest.mark.slow
 def test_plot_of_the_tiny_run(tiny_run, tmp_path):
     written = plot.plot_run(tiny_run, tmp_path)
     assert {"losses.png", "win_rates.png", "overview.png"} <= {p.name for p in written}

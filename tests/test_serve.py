@@ -169,6 +169,7 @@ def test_agent_move_with_a_stand_in(client):
     assert data["analysis"]["chosen"] == 1 and data["analysis"]["rule"] == "first legal"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moves, sims", [("", 16), ("4453", 16), ("4453", 0), ("112233", 16)])
 def test_the_agent_plays_the_move_it_shows(real_client, moves, sims):
     data = real_client.post("/api/move", json={"moves": moves, "sims": sims}).json()
@@ -218,6 +219,7 @@ def test_serve_without_a_pretrained_agent_exits_2(tmp_path, monkeypatch, capsys)
     assert err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_serve_subprocess_answers_and_stops_on_ctrl_c(tiny_run):
     port = _free_port()
     proc = subprocess.Popen(

@@ -40,6 +40,7 @@ def uninterrupted(tmp_path_factory):
     return workdir, train_alphazero.train_and_evaluate(_tiny(), workdir, progress=False)
 
 
+@pytest.mark.slow
 def test_run_writes_config_metrics_events_and_checkpoints(uninterrupted):
     workdir, summary = uninterrupted
     assert summary["step"] == 4
@@ -75,6 +76,7 @@ def _paired_drop(before, after):
     return diff.mean(), diff.std(ddof=1) / np.sqrt(diff.size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_loss_goes_down(tmp_path, seed):
     """After a short run the network fits the replay data better than at the start.
@@ -105,6 +107,7 @@ def test_loss_goes_down(tmp_path, seed):
         assert drop > _SIGMAS * se, f"{name} loss fell by {drop:.4f}, noise {se:.4f}"
 
 
+@pytest.mark.slow
 def test_interrupted_and_resumed_run_matches_bit_for_bit(uninterrupted, tmp_path):
     _, full = uninterrupted
     first = train_alphazero.train_and_evaluate(_tiny(), tmp_path, progress=False, stop_after=1)
@@ -115,6 +118,7 @@ def test_interrupted_and_resumed_run_matches_bit_for_bit(uninterrupted, tmp_path
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_incompatible_checkpoint_is_rejected_naming_the_field(uninterrupted):
     workdir, _ = uninterrupted
     cfg = _tiny()
@@ -127,12 +131,14 @@ def test_incompatible_checkpoint_is_rejected_naming_the_field(uninterrupted):
         train_alphazero.train_and_evaluate(cfg, workdir, progress=False)
 
 
+@pytest.mark.slow
 def test_rerunning_a_finished_run_directory_uses_its_config(uninterrupted):
     workdir, _ = uninterrupted
     call = train.parse_args(["--workdir", str(workdir)])
     assert call.workdir == workdir and call.config == _tiny() and call.preset is None
 
 
+@pytest.mark.slow
 def test_asking_for_fewer_iterations_than_done_does_nothing_and_says_so(uninterrupted, capsys):
     workdir, _ = uninterrupted
     before = (workdir / "config.json").read_text()
@@ -142,6 +148,7 @@ def test_asking_for_fewer_iterations_than_done_does_nothing_and_says_so(uninterr
     assert (workdir / "config.json").read_text() == before  # not rewritten
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_the_run_keeping_the_last_good_checkpoint(tmp_path):
     """Parameters turned to NaN before iteration 4: the guard stops there, saves
     nothing after checkpoint 2, and a resume continues from that checkpoint."""
@@ -174,6 +181,7 @@ def _cli(*args, devices=1):
     )
 
 
+@pytest.mark.slow
 def test_two_device_run_from_the_command_line(tmp_path):
     out = _cli(
         "--config", "tiny", "--workdir", str(tmp_path), "--train.num-iterations", "2",
@@ -190,6 +198,7 @@ def test_two_device_run_from_the_command_line(tmp_path):
     assert "iterations on 1 x cpu" in resumed.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -238,6 +247,7 @@ def _logged_steps(workdir):
     return [json.loads(line)["step"] for line in path.open()] if path.exists() else []
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_says_how_to_continue_and_exits_130(tmp_path):
     proc = _start(tmp_path, "--train.num-iterations", "100000", "--checkpoint-every", "100000")
     _wait_for(lambda: len(_logged_steps(tmp_path)) >= 2, proc, "second iteration")
@@ -251,6 +261,7 @@ def test_ctrl_c_saves_a_checkpoint_says_how_to_continue_and_exits_130(tmp_path):
     assert (tmp_path / "checkpoints" / str(last)).exists()
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_aborts_at_once_even_while_compiling(tmp_path):
     proc = _start(tmp_path, "--config", "cpu", "--train.num-iterations", "2")
     lines = []
@@ -267,6 +278,7 @@ def test_second_ctrl_c_aborts_at_once_even_while_compiling(tmp_path):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_kill_9_in_the_middle_of_a_save_then_resume(tmp_path):
     """SIGKILL while Orbax writes a checkpoint (a big replay buffer makes the
     write take a while); the next run resumes from the last complete one."""
@@ -291,6 +303,7 @@ def test_kill_9_in_the_middle_of_a_save_then_resume(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
     first = _start(tmp_path, "--train.num-iterations", "100000", "--checkpoint-every", "5")
     try:
@@ -306,6 +319,7 @@ def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_resume_after_a_crash_logs_each_step_once(tmp_path):
     """Steps logged after the last checkpoint (lost in a crash) are logged again
     on resume, not twice; a torn last line does not break the resume."""
@@ -322,6 +336,7 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
     assert steps == [1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_strength_options_run_on_the_tiny_preset(tmp_path):
     """Random openings, the mixed value target (lambda-returns), length shaping, playout cap
     randomization, the one-cycle schedule, another evaluation move and the
@@ -341,6 +356,7 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
     assert np.any((values != 0) & (np.abs(values) != 1))  # mixed with the search value
 
 
+@pytest.mark.slow
 def test_a_damaged_newest_checkpoint_is_set_aside_with_a_warning(tmp_path):
     """Half of one data file of checkpoint 3 is cut off: the command line warns in
     one line, moves it to damaged-checkpoints/ and resumes from checkpoint 2."""
@@ -428,6 +444,7 @@ def test_the_expected_time_is_left_to_the_eta_off_its_measurements(monkeypatch):
     assert train_alphazero.expected_time(cpu, "cpu", 100) == later  # not a CPU
 
 
+@pytest.mark.slow
 def test_resume_continues_the_newest_run_and_names_it(uninterrupted, tmp_path, monkeypatch,
                                                       capsys):
     """``--resume`` without ``--workdir`` takes the run in runs/ written to last."""

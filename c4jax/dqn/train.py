@@ -9,7 +9,7 @@ Usage:
     python -m c4jax.dqn.train --resume            # continue the newest value-based run in runs/
     python -m c4jax.dqn.train --help              # every option
 
-The same command line as ``python -m c4jax.train`` (``c4jax.run.cli.train_main``),
+The same command line as ``python -m c4jax.train`` (``c4jax.run.train_command.train_main``),
 which also trains these runs (``--config dqn/grogu``, ``--workdir``, ``--resume``);
 this one takes value-based runs only and says which command continues an
 AlphaZero one. The same run directory (``config.json``, ``metrics.jsonl``,
@@ -29,16 +29,16 @@ if __name__ == "__main__":  # before JAX loads, so a Ctrl-C while importing exit
 
 import sys
 
-from c4jax.run import cli
+from c4jax.run import train_command
 
 
-def parse_args(argv: list[str]) -> cli.Invocation:
-    """What the command line asks for (see ``cli.parse_train_args``); nothing starts."""
-    return cli.parse_train_args(argv, "dqn")
+def parse_args(argv: list[str]) -> train_command.Invocation:
+    """What the command line asks for (see ``train_command.parse_train_args``); nothing starts."""
+    return train_command.parse_train_args(argv, "dqn")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.train_main(argv, "dqn")
+    return train_command.train_main(argv, "dqn")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
-from c4jax.alphazero.config import EvalConfig
 from c4jax.judge import arena, registry, solver
+from c4jax.schema import EvalBase
 
 GATING_OPENING_MOVES = 2  # random first plies: deterministic agents would replay 2 games
 
@@ -28,7 +28,7 @@ def evaluate(
     act: Callable,
     variables: dict,
     key: jax.Array,
-    config: EvalConfig,
+    config: EvalBase,
     *,
     opponents: Sequence[str] = OPPONENTS,
 ) -> dict:
@@ -38,8 +38,9 @@ def evaluate(
         act: ``act(variables, key, state[B]) -> [B]`` (``search.make_alphazero_act``).
         variables: the network variables to bind.
         key: PRNG key.
-        config: games per opponent, solver sample (an ``EvalConfig``, or
-            anything with its ``games``, ``solver_positions``, ``solver_sets``).
+        config: games per opponent and the solver sample: the ``games``,
+            ``solver_positions`` and ``solver_sets`` of either engine's eval section
+            (both extend ``schema.EvalBase``).
         opponents: agent specs of the reference opponents.
 
     Returns:

@@ -76,6 +76,7 @@ def two_devices():
     return measured
 
 
+@pytest.mark.slow
 def test_sgd_steps_only_all_reduce(two_devices):
     """The compiled K SGD steps: each device samples its own rows; the only
     collectives are all-reduces (gradients, batch statistics, metrics)."""
@@ -83,6 +84,7 @@ def test_sgd_steps_only_all_reduce(two_devices):
     assert kinds == {"all-reduce"}, two_devices["learn"]
 
 
+@pytest.mark.slow
 def test_the_iteration_moves_no_buffer_or_minibatch_rows(two_devices):
     """In the whole iteration, what is gathered comes from self-play (the new
     positions, once per iteration), never rows of the buffer (3000, 1500 per
@@ -93,6 +95,7 @@ def test_the_iteration_moves_no_buffer_or_minibatch_rows(two_devices):
         assert not {"3000", "1500", "48", "24"} & set(dims), gathered
 
 
+@pytest.mark.slow
 def test_checkpoints_keep_the_buffer_in_slot_order(two_devices):
     """Two devices deal the slots out to both halves of the buffer; the
     checkpoint form has slots 0..size-1 first (as one device stores them), so a

@@ -7,6 +7,7 @@ import pytest
 from bench import compare_checkpoints
 
 
+@pytest.mark.slow
 def test_the_shipped_agent_beats_a_tiny_run_on_the_same_positions(tiny_run, tmp_path, capsys):
     out = tmp_path / "out.json"
     tiny = f"{tiny_run}:4"
@@ -24,6 +25,7 @@ def test_the_shipped_agent_beats_a_tiny_run_on_the_same_positions(tiny_run, tmp_
     assert f"paired against {tiny!r}" in printed and f"L2_R1 {fixed}/{broken}" in printed
 
 
+@pytest.mark.slow
 def test_saved_results_serve_as_the_reference(tiny_run, tmp_path, capsys):
     """A run evaluated earlier (its checkpoints since deleted) is compared from its JSON:
     the same rates and the same paired counts as evaluating both together."""

@@ -12,6 +12,7 @@ from c4jax.run import xla_flags
 SMOKE = ["--blocks", "1", "--channels", "8", "--sims", "2", "--batch", "8", "--steps", "2"]
 
 
+@pytest.mark.slow
 def test_the_as_shipped_run_alternates_two_worker_processes(tmp_path, capsys):
     out = tmp_path / "r.json"
     bench_train.main([*SMOKE, "--repeats", "2", "--xla-paths", "as-shipped", "--out", str(out)])
@@ -31,12 +32,14 @@ def test_the_as_shipped_run_alternates_two_worker_processes(tmp_path, capsys):
     assert "c4jax/ref" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [["--iteration"], ["--stub-network"]])
 def test_as_shipped_refuses_what_it_cannot_time(extra, usage_error):
     err = usage_error(bench_train.parse_args, ["--xla-paths", "as-shipped", *extra])
     assert "--xla-paths as-shipped" in err
 
 
+@pytest.mark.slow
 def test_the_in_process_run_times_both_pipelines_the_floor_and_the_iteration(tmp_path, capsys):
     out = tmp_path / "r.json"
     bench_train.main([*SMOKE, "--repeats", "2", "--stub-network", "--iteration", "--out", str(out)])

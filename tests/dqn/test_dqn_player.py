@@ -38,6 +38,7 @@ def test_qplayer_plays_the_highest_legal_q():
         player.analyse("1212121")
 
 
+@pytest.mark.slow
 def test_specs_name_a_value_based_run(tiny_dqn_run):
     restored = restore_q(tiny_dqn_run)
     name, agent = registry.make_agent(f"dqn:{tiny_dqn_run}")
@@ -56,6 +57,7 @@ def test_specs_name_a_value_based_run(tiny_dqn_run):
     assert 0 <= int(moves[0]) < 7
 
 
+@pytest.mark.slow
 def test_play_runs_a_value_based_agent(tiny_dqn_run):
     out = subprocess.run(
         [sys.executable, "-m", "c4jax.play", str(tiny_dqn_run), "--first", "human"],

@@ -18,6 +18,7 @@ from c4jax.dqn import train
 from c4jax.run import train_dqn
 
 
+@pytest.mark.slow
 def test_a_run_directory_like_alphazeros(tiny_dqn_run):
     config = dqn_config.load("tiny")
     for name in ("config.json", "metrics.jsonl", "tb", "checkpoints"):
@@ -30,6 +31,7 @@ def test_a_run_directory_like_alphazeros(tiny_dqn_run):
         assert key in last, key
 
 
+@pytest.mark.slow
 def test_resume_is_bit_for_bit(tmp_path):
     config = dqn_config.load("tiny")
     straight = train_dqn.train_and_evaluate(config, tmp_path / "a")
@@ -44,6 +46,7 @@ def test_resume_is_bit_for_bit(tmp_path):
     assert again["done"] == 0  # nothing to do
 
 
+@pytest.mark.slow
 def test_bad_values_and_directories_are_one_error_line(tmp_path, capsys, tiny_dqn_run):
     cases = [
         (["--config", "tiny", "--train.gamma", "2"], "train.gamma"),
@@ -101,6 +104,7 @@ def _runs_with(tmp_path, tiny_dqn_run, *, alphazero_newer: bool):
     return runs
 
 
+@pytest.mark.slow
 def test_the_alphazero_command_line_continues_the_newest_run_when_it_is_value_based(
     tmp_path, tiny_dqn_run, monkeypatch, capsys
 ):
@@ -118,6 +122,7 @@ def test_the_alphazero_command_line_continues_the_newest_run_when_it_is_value_ba
     assert steps == list(range(1, done + 2))
 
 
+@pytest.mark.slow
 def test_resume_here_takes_the_newest_value_based_run(tmp_path, tiny_dqn_run, monkeypatch,
                                                       capsys):
     _runs_with(tmp_path, tiny_dqn_run, alphazero_newer=True)
@@ -136,6 +141,7 @@ def test_value_based_presets_through_the_alphazero_command_line(argv, tmp_path, 
     assert printed == config_lib.to_dict(dqn_config.load(argv[1].split("/")[1]))
 
 
+@pytest.mark.slow
 def test_the_run_directory_picks_the_trainer(tiny_dqn_run, capsys):
     assert c4jax_train.main(["--workdir", str(tiny_dqn_run), "--print-config"]) == 0
     assert json.loads(capsys.readouterr().out)["algorithm"] == "dqn"

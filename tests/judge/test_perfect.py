@@ -60,6 +60,7 @@ def test_perfect_wins_from_the_empty_board_as_first_player_and_never_loses():
     assert result.losses == 0 and result.wins == 4, str(result)
 
 
+@pytest.mark.slow
 def test_without_the_extra_a_clear_error_says_how_to_install(tmp_path):
     (tmp_path / "bitbully.py").write_text("raise ImportError('simulated: not installed')\n")
     env_vars = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(tmp_path)}
@@ -89,6 +90,7 @@ def test_move_judge_finds_no_mistake_of_perfect_and_many_of_random():
             assert summary["mistakes"] > 0
 
 
+@pytest.mark.slow
 def test_match_judge_flag_prints_the_solver_verdict():
     out = subprocess.run(
         [sys.executable, "-m", "c4jax.evaluate", "match", "lookahead", "random", "--games", "4",

@@ -109,6 +109,7 @@ def test_make_agents_rejects_a_repeated_agent():
         registry.make_agents(["mcts", "mcts-1000"])
 
 
+@pytest.mark.slow
 def test_run_agents_are_cached_and_play_like_the_player(tiny_run):
     name, agent = registry.make_agent(f"{tiny_run}@0")
     step = int(name.rsplit(":", 1)[1].split("@")[0])
@@ -125,6 +126,7 @@ def test_run_agents_are_cached_and_play_like_the_player(tiny_run):
     )
 
 
+@pytest.mark.slow
 def test_an_exported_network_is_an_agent_that_plays_like_its_run(tiny_run, tmp_path):
     from c4jax.store import checkpoints, exported
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from c4jax import train
-from c4jax.run import cli, distributed, train_alphazero
+from c4jax.run import distributed, train_alphazero, train_command
 from c4jax.run.distributed import Cluster
 from c4jax.store import checkpoints
 
@@ -105,9 +105,9 @@ def test_runtime_failures_are_told_from_c4jax_errors():
     """A collective with a dead process fails with XLA's status text, which
     reaches Python as a JaxRuntimeError or, through NumPy, a ValueError."""
     gloo = "UNKNOWN: Gloo AllGather failed: [pair.cc:538] Read error: Connection reset by peer"
-    assert cli.peer_failure(ValueError(gloo))
-    assert not cli.peer_failure(ValueError("config field train.sgd_steps: got 0"))
-    assert not cli.peer_failure(train_alphazero.NonFiniteError("the loss became NaN/inf"))
+    assert train_command.peer_failure(ValueError(gloo))
+    assert not train_command.peer_failure(ValueError("config field train.sgd_steps: got 0"))
+    assert not train_command.peer_failure(train_alphazero.NonFiniteError("the loss became NaN/inf"))
 
 
 # -- two processes on localhost ---------------------------------------------------
@@ -234,6 +234,7 @@ def runs(tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_both_processes_end_with_the_parameters_of_a_one_process_run(runs):
     """Bit for bit: the two processes' copies agree, and equal a single process on
@@ -253,6 +254,7 @@ def test_both_processes_end_with_the_parameters_of_a_one_process_run(runs):
     assert runs["metrics_after_first"] == _metrics(runs["single"])[:4]  # losses, evaluations
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_only_process_0_logs_and_the_checkpoints_are_written_once(runs):
     (_, out0, err0), (_, out1, err1), _ = runs["first"]
@@ -277,6 +279,7 @@ def _leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_a_second_invocation_resumes_from_the_checkpoint(runs):
     (_, out0, _), (_, out1, _) = runs["resumed"]
@@ -311,6 +314,7 @@ def _training_pair(tmp_path: Path) -> tuple[Path, list[subprocess.Popen]]:
     return workdir, procs
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("victim", [1, 0])
 def test_when_one_process_dies_the_other_exits_with_an_error(tmp_path, victim):
@@ -340,6 +344,7 @@ def test_when_one_process_dies_the_other_exits_with_an_error(tmp_path, victim):
         assert ours in err or "another task died" in err, err[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.multiprocess
 def test_ctrl_c_on_one_process_stops_all_at_the_same_iteration(tmp_path):
     """SIGINT reaches only process 1: the processes agree at the end of the
@@ -358,6 +363,7 @@ def test_ctrl_c_on_one_process_stops_all_at_the_same_iteration(tmp_path):
     assert "Traceback" not in err0 + err1
 
 
+@pytest.mark.slow
 def test_a_distributed_run_resumed_alone_without_a_coordinator_says_what_to_give(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"distributed": True}))
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}

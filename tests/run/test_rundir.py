@@ -92,6 +92,7 @@ with rundir.lock(Path(sys.argv[1])):
 """
 
 
+@pytest.mark.slow
 def test_lock_names_the_holder_and_recovers_after_kill_9(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True

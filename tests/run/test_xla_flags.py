@@ -103,6 +103,7 @@ def _child(tmp_path, name, **env):
     return json.loads(run.stdout.strip().splitlines()[-1]), np.load(out)
 
 
+@pytest.mark.slow
 def test_the_network_computes_the_same_with_and_without_the_flag(tmp_path):
     on_status, on = _child(tmp_path, "on")
     off_status, off = _child(tmp_path, "off", **{xla_flags.OPT_OUT: "0"})

@@ -49,6 +49,7 @@ def _assert_trees_equal(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow
 def test_restore_variables_reads_the_network_alone(tmp_path):
     """The optimizer and replay parts of the checkpoint are damaged (another
     structure, other shapes): resuming training fails, playing still loads."""
@@ -176,6 +177,7 @@ def _one_damage_warning(caught, step: int, reason: str, used: int) -> str:
     return message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_resume_skips_and_quarantines_a_damaged_newest_checkpoint(run, tmp_path, damage):
     workdir = _damaged_copy(run, tmp_path, damage)
@@ -203,6 +205,7 @@ def test_resume_skips_and_quarantines_a_damaged_newest_checkpoint(run, tmp_path,
     later.close()
 
 
+@pytest.mark.slow
 def test_resume_without_quarantine_leaves_files_and_a_second_damage_gets_a_suffix(run, tmp_path):
     workdir = _damaged_copy(run, tmp_path, "no state/_METADATA", steps=(2, 3))
     manager = checkpoints.make_manager(workdir, keep=_NEWEST)
@@ -221,6 +224,7 @@ def test_resume_without_quarantine_leaves_files_and_a_second_damage_gets_a_suffi
     manager.close()
 
 
+@pytest.mark.slow
 def test_resume_when_every_checkpoint_is_damaged_or_none_exists(run, tmp_path):
     workdir = _damaged_copy(run, tmp_path, "no state/", steps=(1, 2, 3))
     manager = checkpoints.make_manager(workdir, keep=_NEWEST)
@@ -238,6 +242,7 @@ def test_resume_when_every_checkpoint_is_damaged_or_none_exists(run, tmp_path):
     empty.close()
 
 
+@pytest.mark.slow
 def test_another_version_is_not_damage(run, tmp_path):
     """Whole files that describe another state tree: the old wording, no fallback."""
     workdir = _damaged_copy(run, tmp_path, "no state/", steps=())
@@ -254,6 +259,7 @@ def test_another_version_is_not_damage(run, tmp_path):
     manager.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", NETWORK_DAMAGES)
 def test_restore_variables_falls_back_past_a_damaged_checkpoint(run, tmp_path, damage):
     workdir = _damaged_copy(run, tmp_path, damage)
@@ -270,6 +276,7 @@ def test_restore_variables_falls_back_past_a_damaged_checkpoint(run, tmp_path, d
     assert (workdir / "checkpoints" / str(_NEWEST)).is_dir()  # readers never move files
 
 
+@pytest.mark.slow
 def test_restore_variables_when_every_checkpoint_is_damaged(run, tmp_path):
     workdir = _damaged_copy(run, tmp_path, "bad config JSON", steps=(1, 2, 3))
     with pytest.raises(ValueError, match="every checkpoint in .* is damaged"):
@@ -299,6 +306,7 @@ print("done")
 """
 
 
+@pytest.mark.slow
 def test_a_failed_restore_leaves_stderr_clean(run, tmp_path):
     """Orbax's leftovers of a failed read ("Event loop is closed") print no traceback."""
     workdir = _damaged_copy(run, tmp_path, "half a state/d file")

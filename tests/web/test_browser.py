@@ -48,6 +48,7 @@ def _wait_moves(page, predicate_js: str):
     )
 
 
+@pytest.mark.slow
 def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
     page = browser.new_page(viewport={"width": 640, "height": 900})
     errors, requests = [], []
@@ -130,6 +131,7 @@ def _state_posts(requests) -> list[str]:
     return [r.post_data for r in requests if r.url.endswith("/api/state") and r.method == "POST"]
 
 
+@pytest.mark.slow
 def test_the_shared_board_script_guards_the_clicks(browser, server_url):
     """common/board.js runs in the served page: it draws the board and lets no click through
     while the agent thinks, on a full column or after the game."""

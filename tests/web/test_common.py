@@ -19,6 +19,7 @@ COMMON = WEB / "common" / "board.js"
 PAGES = {"served": "/common/board.js", "standalone": "board.js"}  # the page -> its src
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_both_pages_load_the_common_script_before_their_own(page):
     html = (WEB / page / "index.html").read_text()
@@ -104,6 +105,7 @@ def _click(page, col: int) -> list[int]:
     return page.evaluate("played")
 
 
+@pytest.mark.slow
 def test_the_board_and_status_of_a_position(page):
     page.evaluate("() => { state.view = viewOf('4453'); show(); }")
     assert len(page.query_selector_all("#board .col")) == 7
@@ -129,6 +131,7 @@ def test_the_board_and_status_of_a_position(page):
     assert page.evaluate("shown") == ["(none)", "4453"]
 
 
+@pytest.mark.slow
 def test_no_move_while_thinking_even_on_a_board_drawn_before(page):
     page.evaluate("() => { state.view = viewOf('4'); show(); }")
     assert _playable(page) == [1, 2, 3, 4, 5, 6, 7]
@@ -142,6 +145,7 @@ def test_no_move_while_thinking_even_on_a_board_drawn_before(page):
     assert _click(page, 3) == [3]
 
 
+@pytest.mark.slow
 def test_no_move_in_a_full_column(page):
     page.evaluate("() => { state.view = viewOf('111111'); show(); }")
     assert _playable(page) == [2, 3, 4, 5, 6, 7]
@@ -151,6 +155,7 @@ def test_no_move_in_a_full_column(page):
     assert _click(page, 2) == [2]
 
 
+@pytest.mark.slow
 def test_no_move_after_the_game_and_the_four_shown(page):
     page.evaluate(
         "() => { state.view = viewOf('1212121', [[0,0],[1,0],[2,0],[3,0]], 'x'); show(); }"
@@ -165,6 +170,7 @@ def test_no_move_after_the_game_and_the_four_shown(page):
     assert page.get_attribute("#status", "class") == "" and _click(page, 3) == [3]
 
 
+@pytest.mark.slow
 def test_nothing_moves_before_the_page_is_ready(page):
     page.evaluate("show()")  # no view yet: an empty board, the status left as it was
     assert len(page.query_selector_all("#board .cell")) == 42
@@ -179,6 +185,7 @@ def test_nothing_moves_before_the_page_is_ready(page):
     assert _click(page, 4) == [4]
 
 
+@pytest.mark.slow
 def test_the_heat_row(page):
     page.evaluate(
         "() => C4.renderHeat(document.getElementById('heat'), (cell, c) => {"

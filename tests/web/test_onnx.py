@@ -66,6 +66,7 @@ def test_onnx_model_matches_the_pretrained_network():
     _check_parity(exported.load_exported())
 
 
+@pytest.mark.slow
 def test_onnx_model_matches_a_run_network(tiny_run):
     _check_parity(checkpoints.restore_variables(tiny_run))
 
@@ -95,6 +96,7 @@ def test_without_the_export_extra_the_command_says_what_to_install(
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "page").exists()
 
 
+@pytest.mark.slow
 def test_bad_arguments_exit_2_with_a_one_line_error(tiny_run, tmp_path, capsys):
     for args in [
         ["--run", f"{tiny_run}:x"],
@@ -115,6 +117,7 @@ def ort_dir():
         pytest.skip(f"onnxruntime-web unavailable: {err}")
 
 
+@pytest.mark.slow
 def test_export_a_run_writes_the_page_files(tiny_run, ort_dir, tmp_path, capsys):
     out = tmp_path / "page"
     assert export.main(["web", str(out), "--run", f"{tiny_run}", "--ort-dir", str(ort_dir)]) == 0
@@ -165,6 +168,7 @@ def _wait_moves(page, predicate_js: str):
     )
 
 
+@pytest.mark.slow
 def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
     page = browser.new_page(viewport={"width": 640, "height": 1000})
     errors, requests = [], []
@@ -244,6 +248,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
     page.close()
 
 
+@pytest.mark.slow
 def test_the_shared_board_script_guards_the_static_page(browser, page_url):
     """common/board.js (board.js next to index.html) runs in the static page: it draws the
     board and lets no click through before the network is loaded, while it thinks or after

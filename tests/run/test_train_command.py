@@ -1,0 +1,140 @@
+"""The trainers' one command line (``c4jax.run.train_command``): the run-level flags in
+``--help``, which trainer a command line picks, and what ``--resume`` picks. Nothing
+here trains."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from c4jax import train
+from c4jax.alphazero import config as config_lib
+from c4jax.dqn import config as dqn_config
+from c4jax.dqn import train as dqn_train
+
+
+def _error(main, argv, capsys) -> str:
+    """``main(argv)``'s stderr, which must be one ``error:`` line with exit code 2."""
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and "\u2500" not in err  # no tyro panel
+    return err
+
+
+@pytest.mark.parametrize("main, present, absent", [
+    (train.main, ["--coordinator HOST:PORT", "--num-processes N", "--process-id I",
+                  "--distributed, --no-distributed", "value-based: dqn/ddqn"], []),
+    (dqn_train.main, [], ["--coordinator", "--distributed"]),
+])
+def test_help_lists_the_run_level_flags_as_options(main, present, absent, capsys,
+                                                   monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as stop:
+        main(["--config", "tiny", "--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0
+    for option in ["--config NAME|PATH", "--workdir DIR", "--resume", "--no-progress",
+                   "--print-config", "--train.num-iterations", "Defaults below come from "
+                   "preset tiny", *present]:
+        assert option in out, option
+    assert "--no-resume" not in out
+    for option in absent:
+        assert option not in out, option
+
+
+# -- which trainer, which run -------------------------------------------------------------
+
+
+def _run(runs: Path, name: str, config, age: float) -> Path:
+    """A run directory holding only ``config``'s config.json, last written ``age`` s ago."""
+    (runs / name).mkdir(parents=True)
+    config_lib.save(config, runs / name / "config.json")
+    stamp = time.time() - age
+    os.utime(runs / name / "config.json", (stamp, stamp))
+    return runs / name
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return Path("runs")
+
+
+def test_resume_picks_the_newest_run_of_either_kind_and_says_which(runs):
+    _run(runs, "az-old", config_lib.load("tiny"), 300)
+    _run(runs, "dqn-new", dqn_config.load("tiny"), 100)
+    _run(runs, "az-older", config_lib.load("tiny"), 200)
+    call = train.parse_args(["--resume"])
+    assert call.kind == "dqn" and call.workdir == runs / "dqn-new"
+    assert call.config == dqn_config.load("tiny")
+    picked = f"--resume: continuing {runs / 'dqn-new'}, the run in runs/ written to last"
+    assert call.picked == picked
+    assert call.source == f"the run directory's {runs / 'dqn-new' / 'config.json'}"
+    # The value-based command line takes the newest value-based run.
+    _run(runs, "az-newest", config_lib.load("tiny"), 0)
+    assert train.parse_args(["--resume"]).workdir == runs / "az-newest"
+    assert dqn_train.parse_args(["--resume"]).workdir == runs / "dqn-new"
+
+
+def test_resume_overrides_and_explicit_workdir(runs):
+    run = _run(runs, "a", config_lib.load("tiny"), 0)
+    call = train.parse_args(["--resume", "--train.num-iterations", "9"])
+    assert call.workdir == run and call.config.train.num_iterations == 9
+    call = train.parse_args(["--resume", "--workdir", str(run)])
+    assert call.workdir == run and call.picked is None  # nothing to pick
+
+
+@pytest.mark.parametrize("main, needle", [
+    (train.main, "--resume: no run directory with a config.json under runs/"),
+    (dqn_train.main, "--resume: no value-based run directory with a config.json under runs/"),
+])
+def test_resume_without_a_run_is_one_error_line(main, needle, runs, capsys):
+    if main is dqn_train.main:  # an AlphaZero run is no value-based one
+        _run(runs, "az", config_lib.load("tiny"), 0)
+    assert needle in _error(main, ["--resume"], capsys)
+
+
+def test_the_value_based_command_line_names_the_command_for_an_alphazero_run(runs, capsys):
+    run = _run(runs, "az", config_lib.load("tiny"), 0)
+    err = _error(dqn_train.main, ["--workdir", str(run)], capsys)
+    assert f"train it with python -m c4jax.train --workdir {run}" in err
+    cpu = str(config_lib.PRESET_DIR / "cpu.json")
+    err = _error(dqn_train.main, ["--config", cpu, "--workdir", "x"], capsys)
+    assert f"an AlphaZero config; train it with python -m c4jax.train --config {cpu}" in err
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("tiny", "alphazero"), ("dqn/grogu", "dqn"), ("dqn/tiny", "dqn"),
+    (str(config_lib.PRESET_DIR / "dqn" / "ddqn.json"), "dqn"),
+    (str(config_lib.PRESET_DIR / "strong.json"), "alphazero"),
+])
+def test_the_configuration_picks_the_trainer(name, kind, tmp_path):
+    call = train.parse_args(["--config", name, "--workdir", str(tmp_path)])
+    assert call.kind == kind
+    assert call.preset == (name if "/" not in name or name.startswith("dqn/") else None)
+
+
+def test_a_run_s_config_json_marks_its_kind(tmp_path):
+    config_lib.save(dqn_config.load("grogu"), tmp_path / "c.json")
+    assert json.loads((tmp_path / "c.json").read_text())["algorithm"] == "dqn"
+    call = train.parse_args(["--config", str(tmp_path / "c.json"), "--workdir", str(tmp_path)])
+    assert call.kind == "dqn" and call.config == dqn_config.load("grogu")
+    assert call.source == f"config file {tmp_path / 'c.json'}"
+
+
+def test_an_unknown_config_lists_both_kinds_of_preset(tmp_path, capsys):
+    err = _error(train.main, ["--config", "grogu", "--workdir", str(tmp_path)], capsys)
+    assert "presets: " + ", ".join(config_lib.preset_names()) in err
+    assert "value-based: dqn/ddqn, dqn/grogu" in err
+    err = _error(dqn_train.main, ["--config", "cpu", "--workdir", str(tmp_path)], capsys)
+    assert "presets: " + ", ".join(dqn_config.preset_names()) in err
+
+
+def test_a_new_run_is_named_after_its_kind(runs):
+    assert train.parse_args(["--config", "tiny"]).workdir.name[:1].isdigit()
+    for call in (train.parse_args(["--config", "dqn/tiny"]), dqn_train.parse_args([])):
+        assert call.workdir.parent == runs and call.workdir.name.startswith("dqn-")
