@@ -23,14 +23,13 @@ from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import search, trainer
 from c4jax.alphazero.config import Config
 from c4jax.judge import periodic
-from c4jax.run import distributed, rundir, runlog, xla_flags
-from c4jax.run import loop as runloop
+from c4jax.run import distributed, loop, rundir, runlog, xla_flags
 from c4jax.store import checkpoints
 
 # Measured wall times of the presets on CPUs: what expected_time() reads.
 TIMINGS = config_lib.PRESET_DIR / "timings" / "cpu.json"
 
-NonFiniteError = runloop.NonFiniteError  # the loss or parameters became NaN/inf
+NonFiniteError = loop.NonFiniteError  # the loss or parameters became NaN/inf
 
 # Fields a checkpoint's arrays depend on: they cannot change when resuming.
 _STATE_FIELDS = (
@@ -161,7 +160,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
                 state = run.promote(state)
         return state, results
 
-    summary.update(runloop.run_iterations(
+    summary.update(loop.run_iterations(
         state=state, step=step, total=total, iterate=iterate, evaluate=evaluate,
         eval_every=config.eval.every, manager=manager, config=config,
         checkpoint_every=config.checkpoint_every, log=log,

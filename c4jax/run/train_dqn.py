@@ -18,15 +18,14 @@ from c4jax.dqn import config as dqn_config
 from c4jax.dqn import trainer as dqn_trainer
 from c4jax.dqn.config import DQNConfig
 from c4jax.judge import periodic
-from c4jax.run import loop as runloop
-from c4jax.run import rundir, runlog
+from c4jax.run import loop, rundir, runlog
 from c4jax.store import checkpoints
 
 OPPONENTS = ("random", "win-if-you-can", "lookahead")  # periodic evaluation, agent specs
 _STATE_FIELDS = ("model.kind", "model.hidden", "train.num_envs", "train.replay_capacity")
 
 
-NonFiniteError = runloop.NonFiniteError  # the loss or parameters became NaN/inf
+NonFiniteError = loop.NonFiniteError  # the loss or parameters became NaN/inf
 
 
 def _resume_hint(workdir: Path) -> str:
@@ -120,7 +119,7 @@ def _train(config: DQNConfig, workdir: Path, mode: runlog.Mode, stop_after) -> d
             opponents=OPPONENTS,
         )
 
-    summary.update(runloop.run_iterations(
+    summary.update(loop.run_iterations(
         state=state, step=step, total=total, iterate=iterate, evaluate=evaluate,
         eval_every=config.eval.every, manager=manager, config=config,
         checkpoint_every=config.checkpoint_every, log=log,

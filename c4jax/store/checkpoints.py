@@ -35,7 +35,7 @@ from orbax.checkpoint import checkpoint_managers as policies
 
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import network
-from c4jax.store import damage as damage
+from c4jax.store import damage
 from c4jax.store.damage import DamagedCheckpointError, DamagedCheckpointWarning, check_damage
 
 SCORE = "score"  # metric that ranks checkpoints; higher is better
