@@ -1,7 +1,8 @@
 """A run's in-training solver sample against training wall time, as a PNG.
 
-Reads ``RUN_DIR/metrics.jsonl``: the wall time of every iteration (``seconds``,
-compiling and evaluations included) and the periodic evaluation's mistake
+Reads ``RUN_DIR/metrics.jsonl``: the time of every iteration (``seconds``,
+compiling included; the periodic evaluations themselves are not timed in it,
+as in ``c4jax.plot``'s top axis) and the periodic evaluation's mistake
 rates (``mistake/<set>``, the run's ``eval.solver_positions`` per set at its
 ``eval.num_simulations``). Cheaper than ``bench.strength_curve``, which
 re-evaluates checkpoints on the full sets.
@@ -16,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from c4jax.plot import read_metrics
+from c4jax.plot import TIME_LABEL, read_metrics
 
 
 def curve(records: list[dict]) -> tuple[list[float], dict[str, list[float]]]:
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
         mean = key == "mistake_rate"
         ax.plot(minutes, ys, label="mean" if mean else key.split("/", 1)[1],
                 linewidth=2.5 if mean else 1, color="black" if mean else None)
-    ax.set_xlabel("training wall time (minutes, 2-core CPU)")
+    ax.set_xlabel(TIME_LABEL)
     ax.set_ylabel("mistake rate (%)")
     ax.set_title(f"{args.run_dir.name}: solver sample during training "
                  f"({config['solver_positions']} positions per set, "

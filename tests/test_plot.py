@@ -1,6 +1,7 @@
 """PNG plots of metrics.jsonl."""
 
 import json
+import re
 
 import pytest
 
@@ -21,6 +22,7 @@ def _write_metrics(path, with_mistakes: bool):
             "game_length": 10.0 + step,
             "first_player_win_rate": 0.6,
             "draw_rate": 0.01 * step,
+            "seconds": 30.0,
         }
         if step % 4 == 0:
             record.update({"win_rate/random": 0.5 + 0.04 * step, "score": 0.5})
@@ -66,6 +68,136 @@ def test_plot_skips_absent_metrics_and_defaults_to_run_plots(tmp_path):
 def test_plot_of_the_tiny_run(tiny_run, tmp_path):
     written = plot.plot_run(tiny_run, tmp_path)
     assert {"losses.png", "win_rates.png", "overview.png"} <= {p.name for p in written}
+    figs = plot.figures(plot.read_metrics(tiny_run / "metrics.jsonl"))
+    top = [a for a in figs["losses"].axes[0].child_axes if a.get_xlabel() == plot.TIME_LABEL]
+    assert top, "the tiny run logs its iterations' seconds: a wall-clock axis"
+
+
+def _records(with_time: bool = True):
+    path_records = []
+    for step in range(1, 13):
+        record = {"step": step, "loss": 3.0 / step, "policy_loss": 2.0 / step,
+                  "value_loss": 1.0 / step, "policy_entropy": 1.9 - 0.05 * step,
+                  "game_length": 10.0 + step, "first_player_win_rate": 0.6,
+                  "draw_rate": 0.01 * step}
+        if with_time:
+            record["seconds"] = 90.0 if step == 1 else 30.0  # the first compiles
+        if step % 4 == 0:
+            record.update({"win_rate/random": 0.5 + 0.04 * step, "score": 0.88,
+                           "score/random": 0.6, "mistake/L1_R3": 0.4 - 0.02 * step,
+                           "mistake/L2_R2": 0.3, "mistake_nontrivial/L1_R3": 0.6,
+                           "mistake_rate": 0.35})
+        path_records.append(record)
+    return path_records
+
+
+def _texts(fig) -> dict[str, list[str]]:
+    """The words a reader sees: titles, axis labels (twins and top axes too), legend entries."""
+    texts = {"titles": [], "labels": [], "legend": []}
+    for ax in fig.axes:
+        texts["titles"].append(ax.get_title())
+        for child in [ax, *ax.child_axes]:
+            texts["labels"] += [child.get_xlabel(), child.get_ylabel()]
+        if ax.get_legend() is not None:
+            texts["legend"] += [t.get_text() for t in ax.get_legend().get_texts()]
+    return {k: [t for t in v if t] for k, v in texts.items()}
+
+
+def test_plots_speak_words_not_metric_keys():
+    records = _records()
+    figs = plot.figures(records, "run")
+    keys = {k for r in records for k in r if "/" in k or "_" in k}  # not words
+    for stem, fig in figs.items():
+        texts = _texts(fig)
+        shown = texts["titles"] + texts["labels"] + texts["legend"]
+        assert not keys & set(shown), (stem, keys & set(shown))
+        for text in shown:
+            assert not re.search(r"\b(win_rate|mistake_nontrivial|mistake|score)/", text), text
+            assert "_rate" not in text and "_loss" not in text and "policy_entropy" not in text
+    texts = _texts(figs["win_rates"])
+    assert "wins against random" in texts["legend"]
+    assert "checkpoint score (100 - mean mistake rate)" in texts["legend"]
+    assert "win rate, score (%)" in texts["labels"]
+    texts = _texts(figs["mistake_rates"])
+    assert texts["legend"] == ["L1_R3 (beginning, hard)", "L2_R2 (middle, medium)",
+                               "mean over the sets"]
+    assert "mistake rate (%)" in texts["labels"]
+    assert "training iteration" in texts["labels"]
+    texts = _texts(figs["selfplay"])
+    assert {"first player (x) wins", "draws"} <= set(texts["legend"])
+    assert "game length (plies)" in texts["labels"]
+    assert texts["titles"][0] == "Self-play games"
+    assert plot.label("score") == "checkpoint score (mean match score)"
+    assert plot.label("score/lookahead") == "score against lookahead (wins + draws / 2)"
+    assert plot.label("mistake/L1_R3") == "L1_R3 (beginning, hard)"
+    assert plot.label("something_new") == "something_new"  # an unknown metric keeps its key
+
+
+def test_rates_are_plotted_in_percent():
+    records = _records()
+    figs = plot.figures(records)
+    by_label = {
+        line.get_label(): line.get_ydata()
+        for stem, fig in figs.items() if stem not in ("overview", "mistake_rates_nontrivial")
+        for ax in fig.axes for line in ax.get_lines()
+    }
+    assert max(by_label["wins against random"]) == pytest.approx(100 * (0.5 + 0.04 * 12))
+    assert max(by_label["L1_R3 (beginning, hard)"]) == pytest.approx(100 * (0.4 - 0.02 * 4))
+    assert max(by_label["L2_R2 (middle, medium)"]) == pytest.approx(30.0)
+    assert max(by_label["draws"]) == pytest.approx(12.0)
+    assert max(by_label["first player (x) wins"]) == pytest.approx(60.0)
+    assert max(by_label["checkpoint score (100 - mean mistake rate)"]) == pytest.approx(88.0)
+    assert max(by_label["total loss"]) == pytest.approx(3.0)  # not a rate: as logged
+    nontrivial = figs["mistake_rates_nontrivial"].axes[0].get_lines()[0]
+    assert nontrivial.get_label() == "L1_R3 (beginning, hard)"
+    assert max(nontrivial.get_ydata()) == pytest.approx(60.0)
+    assert max(by_label["game length (plies, right axis)"]) == pytest.approx(22.0)
+
+
+def test_no_legend_hides_a_curve():
+    for stem, fig in plot.figures(_records(), "run").items():
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+        assert legends or stem == "policy_entropy", stem  # one named curve needs none
+        for legend in legends:
+            box = legend.get_window_extent(renderer)
+            for ax in fig.axes:
+                for line in ax.get_lines():
+                    xy = line.get_xydata()
+                    points = ax.transData.transform(xy)
+                    assert not any(box.contains(x, y) for x, y in points), (
+                        stem, line.get_label(), legend.get_texts()[0].get_text()
+                    )
+                    # The curve's end in particular: inside the figure, not under a legend.
+                    x, y = points[-1]
+                    assert fig.bbox.contains(x, y) and not box.contains(x, y)
+            # The legend is inside the figure, not cut off by its edge.
+            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 + 1, (stem, box)
+            assert box.y0 >= fig.bbox.y0 and box.y1 <= fig.bbox.y1 + 1, (stem, box)
+
+
+def test_a_wall_clock_axis_from_the_logged_iteration_times():
+    records = _records()
+    steps, minutes = plot.elapsed_minutes(records)
+    assert steps[:3] == [0.0, 1.0, 2.0] and steps[-1] == 12.0
+    assert minutes[:3] == pytest.approx([0.0, 1.5, 2.0])
+    assert minutes[-1] == pytest.approx((90 + 11 * 30) / 60)
+    for stem, fig in plot.figures(records, "run").items():
+        for ax in fig.axes:
+            if ax.get_xlabel() != "training iteration":
+                continue  # a twin y axis
+            tops = [a for a in ax.child_axes if a.get_xlabel() == plot.TIME_LABEL]
+            assert len(tops) == 1, stem
+            fig.canvas.draw()
+            # The top axis reads the minutes where the bottom one reads the iteration.
+            step_x = ax.transData.transform((12, 0))[0]
+            minute_x = tops[0].transData.transform((minutes[-1], 0))[0]
+            assert step_x == pytest.approx(minute_x, abs=0.5), stem
+    # A run that logged no iteration times: the iterations alone.
+    assert plot.elapsed_minutes(_records(with_time=False)) == ([], [])
+    fig = plot.figures(_records(with_time=False))["losses"]
+    assert not fig.axes[0].child_axes
 
 
 def test_plot_bad_input_exits_2(tmp_path, capsys):
