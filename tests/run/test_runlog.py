@@ -1,6 +1,7 @@
 """The run's log: metrics.jsonl, TensorBoard files readable by TensorBoard, and
 progress as plain lines with an ETA that ignores the compiling iteration."""
 
+import io
 import json
 
 import pytest
@@ -61,3 +62,41 @@ def test_tensorboard_reads_the_event_files(tmp_path):
 )
 def test_format_duration(seconds, text):
     assert runlog.format_duration(seconds) == text
+
+
+_ALL_METRICS = {
+    "loss": 2.345, "policy_entropy": 1.234, "game_length": 23.4, "win_rate/random": 0.99,
+    "win_rate/win-if-you-can": 0.95, "win_rate/lookahead": 0.8, "mistake_rate": 0.123,
+    "seconds": 123.4,
+}
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_bar_keeps_seconds_per_iteration_and_the_eta_in_a_fixed_width(tmp_path, columns):
+    stream = io.StringIO()
+    log = runlog.RunLog(tmp_path, total=280, initial=0, mode="bar", stream=stream, columns=columns)
+    for step in (1, 2, 3):  # every iteration with the evaluation fields
+        log.log(step, _ALL_METRICS)
+    log.close()
+    frames = [f.strip("\n") for f in stream.getvalue().split("\r") if f.strip()]
+    assert all(len(frame) <= columns for frame in frames), frames
+    last = frames[-1]
+    assert "3/280" in last and last.endswith("]")  # nothing cut off at the end
+    assert "123.4 s/it, eta " in last and "loss 2.345" in last
+    if columns == 120:  # room for the evaluation results, before entropy and length
+        assert "vs lookahead 0.80" in last and "mistakes 0.123" in last
+
+
+def test_the_bar_leaves_out_what_does_not_fit_and_the_lines_keep_everything(tmp_path, capsys):
+    assert set(runlog._BAR_PRIORITY) == {key for key, _, _ in runlog._SHOWN}
+    fields = {"loss": "loss 2.345", "policy_entropy": "entropy 1.23", "mistake_rate": "mistakes 0"}
+    assert runlog._fit(["1.0 s/it", "eta 5 s"], fields, 45) == (
+        "1.0 s/it, eta 5 s, loss 2.345, mistakes 0"  # entropy has the lower priority
+    )
+    assert runlog._fit(["1.0 s/it", "eta 5 s"], fields, 10) == "1.0 s/it, eta 5 s"
+    log = runlog.RunLog(tmp_path, total=280, initial=0, mode="lines")
+    log.log(1, _ALL_METRICS)
+    log.close()
+    line = capsys.readouterr().out
+    assert "\r" not in line and line.count("\n") == 1
+    assert "vs win-if-you-can 0.95" in line and "length 23.4" in line and "s/it" in line
