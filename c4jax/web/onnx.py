@@ -14,7 +14,10 @@ Flax outputs to float32 rounding (tested).
 ``write_web_page`` writes a directory that plays the network in a browser
 with ``onnxruntime-web`` and no Python: ``index.html``, ``app.js``,
 ``board.js``, ``style.css``, ``model.onnx`` and onnxruntime-web's files, copied
-from its npm package (``ort_dist`` finds or installs it). By default the page
+from its npm package (``ort_dist`` finds or installs it: the first time, npm
+installs the package into a temporary folder with a private download cache,
+the three files the page needs are kept in ``ORT_CACHE/dist`` and the rest is
+removed, and a line says where they are and how big). By default the page
 plays the network alone: the legal column with the highest policy logit, no
 search; a menu adds a small PUCT search written in the page's JavaScript.
 
@@ -34,6 +37,8 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -186,13 +191,26 @@ def to_onnx(variables: dict, config: NetworkConfig):
     return model
 
 
-def ort_dist(ort_dir: str | Path | None = None) -> Path:
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _megabytes(path: Path) -> float:
+    """The size of the files under ``path``, in MiB."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+
+
+def ort_dist(ort_dir: str | Path | None = None, *, say: Callable[[str], None] = _say) -> Path:
     """The ``dist/`` directory of onnxruntime-web that holds ``ORT_FILES``.
 
     Args:
         ort_dir: a ``dist/`` directory, a ``node_modules`` directory or an npm
-            prefix holding one. Default: ``ORT_CACHE``, where onnxruntime-web
-            ``ORT_WEB_VERSION`` is installed with npm the first time.
+            prefix holding one. Default: ``ORT_CACHE``, where ``ORT_FILES`` of
+            onnxruntime-web ``ORT_WEB_VERSION`` are kept after an npm install
+            the first time (into a temporary folder, with a private npm cache;
+            both are removed afterwards, so only ``ORT_FILES`` stay on disk).
+        say: called with a line before the install and one after it, saying
+            where the files went and how big they are (default: print).
 
     Raises:
         OrtWebUnavailable: the files are not there (a given ``ort_dir``), npm is
@@ -224,20 +242,50 @@ def ort_dist(ort_dir: str | Path | None = None) -> Path:
             "npm not found: install Node.js and npm, or give --ort-dir with onnxruntime-web's "
             f"dist files ({', '.join(ORT_FILES)})"
         )
+    return _install_ort(npm, find, say)
+
+
+def _install_ort(
+    npm: str, find: Callable[[Path], Path | None], say: Callable[[str], None]
+) -> Path:
+    """npm-installs onnxruntime-web into a temporary folder with a private npm cache,
+    keeps ``ORT_FILES`` in ``ORT_CACHE/dist`` and removes the rest."""
+    dist = ORT_CACHE / "dist"
+    say(
+        f"Installing onnxruntime-web {ORT_WEB_VERSION} with npm (once; it keeps the"
+        f" {len(ORT_FILES)} files the page needs in {dist})..."
+    )
     ORT_CACHE.mkdir(parents=True, exist_ok=True)
-    command = [
-        npm, "install", "--prefix", str(ORT_CACHE), f"onnxruntime-web@{ORT_WEB_VERSION}",
-        "--no-audit", "--no-fund", "--ignore-scripts",
-    ]
-    try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.SubprocessError) as err:
-        raise OrtWebUnavailable(f"{' '.join(command)}: {err}") from None
-    found = find(ORT_CACHE)
-    if out.returncode != 0 or found is None:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise OrtWebUnavailable(f"{' '.join(command)} failed: {tail}")
-    return found
+    with tempfile.TemporaryDirectory(prefix="c4jax-npm-") as tmp:
+        prefix, npm_cache = Path(tmp) / "prefix", Path(tmp) / "npm-cache"
+        command = [
+            npm, "install", "--prefix", str(prefix), "--cache", str(npm_cache),
+            f"onnxruntime-web@{ORT_WEB_VERSION}", "--no-audit", "--no-fund", "--ignore-scripts",
+        ]
+        try:
+            out = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as err:
+            raise OrtWebUnavailable(f"{' '.join(command)}: {err}") from None
+        found = find(prefix)
+        if out.returncode != 0 or found is None:
+            tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+            raise OrtWebUnavailable(f"{' '.join(command)} failed: {tail}")
+        staged = Path(tempfile.mkdtemp(prefix=".dist-", dir=ORT_CACHE))  # then one rename
+        for name in ORT_FILES:
+            shutil.copyfile(found / name, staged / name)
+        if dist.exists():
+            shutil.rmtree(dist)
+        os.replace(staged, dist)
+        downloaded = _megabytes(npm_cache)
+        installed = _megabytes(prefix)
+    say(
+        f"onnxruntime-web {ORT_WEB_VERSION}: kept {', '.join(ORT_FILES)} in {dist}"
+        f" ({_megabytes(dist):.1f} MB; delete {ORT_CACHE} to free it, the next web export"
+        f" installs it again). npm's package ({installed:.0f} MB) and its download cache"
+        f" ({downloaded:.0f} MB) were private to this install and are removed."
+    )
+    return dist
+
 
 
 def write_web_page(

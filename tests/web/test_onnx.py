@@ -109,6 +109,52 @@ def test_bad_arguments_exit_2_with_a_one_line_error(tiny_run, tmp_path, capsys):
     assert "--ort-dir" in err and "ort.wasm.min.js" in err
 
 
+_FAKE_NPM = """#!/bin/sh
+# A stand-in for npm: "npm install --prefix P --cache C PACKAGE ..." writes the
+# package's dist files under P, 1 MiB of download cache under C, and its arguments.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix) prefix="$2"; shift ;;
+    --cache) cache="$2"; shift ;;
+  esac
+  shift
+done
+dist="$prefix/node_modules/onnxruntime-web/dist"
+mkdir -p "$dist" "$cache"
+for name in ort.wasm.min.js ort-wasm-simd-threaded.mjs ort-wasm-simd-threaded.wasm; do
+  head -c 4096 /dev/zero > "$dist/$name"
+done
+head -c 8192 /dev/zero > "$dist/ort.webgpu.min.js"
+head -c 1048576 /dev/zero > "$cache/blob"
+echo "$prefix $cache" > "$ARGS_FILE"
+"""
+
+
+def test_the_first_install_says_where_the_files_went_and_leaves_no_npm_cache(
+    tmp_path, monkeypatch
+):
+    bin_dir, cache = tmp_path / "bin", tmp_path / "cache" / "onnxruntime-web"
+    bin_dir.mkdir()
+    (bin_dir / "npm").write_text(_FAKE_NPM)
+    (bin_dir / "npm").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("ARGS_FILE", str(tmp_path / "npm-args"))
+    monkeypatch.setattr(onnx_export, "ORT_CACHE", cache)
+    said = []
+    dist = onnx_export.ort_dist(say=said.append)
+    assert dist == cache / "dist"
+    assert sorted(p.name for p in dist.iterdir()) == sorted(onnx_export.ORT_FILES)
+    assert [p.name for p in cache.iterdir()] == ["dist"]  # only the files the page needs
+    prefix, npm_cache = (Path(p) for p in (tmp_path / "npm-args").read_text().split())
+    assert not prefix.exists() and not npm_cache.exists()  # both removed
+    assert len(said) == 2
+    assert said[0].startswith(f"Installing onnxruntime-web {onnx_export.ORT_WEB_VERSION} with npm")
+    assert str(dist) in said[1] and "0.0 MB" in said[1] and f"delete {cache}" in said[1]
+    assert "download cache (1 MB) were private to this install and are removed" in said[1]
+    # Found from now on: no second install, nothing said.
+    assert onnx_export.ort_dist(say=said.append) == dist and len(said) == 2
+
+
 @pytest.fixture(scope="module")
 def ort_dir():
     try:
