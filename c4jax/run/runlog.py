@@ -179,8 +179,6 @@ class RunLog:
             parts = [*fields.values(), *timing]
             print(f"iteration {step}/{self.total}  " + "  ".join(parts), flush=True)
 
-
-
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()

@@ -287,7 +287,6 @@ def _install_ort(
     return dist
 
 
-
 def write_web_page(
     checkpoint: checkpoints.NetworkCheckpoint, out_dir: str | Path, ort_dir: Path, source: str
 ) -> Path:
