@@ -4,14 +4,19 @@ Usage:
     python -m c4jax.play                 # the agent shipped in the package
     python -m c4jax.play runs/20261121-090000
     python -m c4jax.play runs/X --sims 200 --first human
+    python -m c4jax.play runs/X --step last       # the newest checkpoint
     python -m c4jax.play runs/X --moves 4453      # start from a position
 
-Type a column 1-7 to drop a stone, ``q`` to quit. After each of its moves the
-agent shows what its search decided with: for each column its improved policy,
-its value of the move and the simulations spent on it, the chosen column
-marked. Illegal input (not a number, out of range, a full column) re-prompts
-with the reason; keys typed while the agent thinks are dropped. At the end of
-a game it offers a rematch. Ctrl-C ends the program at once with exit code 130.
+A run plays its best checkpoint by evaluation score unless ``--step`` says
+otherwise (an iteration, or ``last`` for the newest); a line names the
+iteration chosen. Type a column 1-7 to drop a stone, ``q`` to quit. After each
+of its moves the agent shows what it decided with: for each column its
+improved policy, its value of the move and the simulations spent on it (a
+value-based agent, which does not search: its Q-value of each column), the
+chosen column marked. Illegal input (not a number, out of range, a full
+column) re-prompts with the reason; keys typed while the agent thinks are
+dropped. At the end of a game it offers a rematch. Ctrl-C ends the program at
+once with exit code 130.
 
 This module imports no JAX at load time, so the interrupt handler is in place
 before the slow imports start.
@@ -246,7 +251,7 @@ def play_loop(
                 return "quit"
             print_fn(f"You play column {column + 1}.")
         else:
-            note = " (the first move also compiles the search)" if first_agent_move else ""
+            note = f" ({first_move_note(player)})" if first_agent_move else ""
             first_agent_move = False
             with thinking():
                 print_fn(f"thinking...{note}")
@@ -263,6 +268,14 @@ def play_loop(
         return "human"
     print_fn("The agent wins.")
     return "agent"
+
+
+def first_move_note(player) -> str:
+    """What the agent's first move also does: compile its search, or (no search: a
+    value-based agent, or ``--sims 0``) its network."""
+    if getattr(player, "num_simulations", 0):
+        return "the first move also compiles the search"
+    return "the first move also compiles the network"
 
 
 def play_games(
@@ -296,12 +309,29 @@ def play_games(
         return results
 
 
-def _load_player(run_dir: str | None, sims: int | None, step: int | None):
-    """The agent to play: an AlphaZero ``Player``, or a ``QPlayer`` for a value-based run."""
+def parse_step(text: str) -> int | str:
+    """``--step``: a whole number, ``last`` or ``best`` (argparse's ``type``)."""
+    if text in ("last", "best"):
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a checkpoint step: give an iteration, last or best"
+        )
+    return int(text)
+
+
+def _load_player(run_dir: str | None, sims: int | None, step: int | str | None):
+    """The agent to play: an AlphaZero ``Player``, or a ``QPlayer`` for a value-based run;
+    ``step`` ``"last"`` is the newest checkpoint, ``"best"`` the same as None."""
     from c4jax.dqn.config import is_dqn_run
+    from c4jax.judge import registry
 
     if run_dir is not None and run_dir.startswith("dqn:"):
         run_dir = run_dir[len("dqn:"):]
+    if step == "last":
+        step = registry.newest_step(run_dir)
+    elif step == "best":
+        step = None
     if run_dir is not None and is_dqn_run(run_dir):
         if sims:
             raise ValueError(f"--sims: {run_dir} is a value-based run, which does not search")
@@ -335,7 +365,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         " 0 = the network alone)",
     )
     parser.add_argument(
-        "--step", type=int, default=None, help="checkpoint step (default: the best)"
+        "--step",
+        type=parse_step,
+        default=None,
+        help="the checkpoint: an iteration, last (the newest) or best (the best by evaluation"
+        " score; the default, and which iteration it is gets printed)",
     )
     parser.add_argument(
         "--first",
@@ -378,7 +412,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     how = "greedy on its Q-values, no search" if isinstance(player, QPlayer) else (
         f"{player.num_simulations} simulations per move"
     )
+    if args.run_dir is not None:
+        source = f"{source}, iteration {player.step}"
     print(f"Loaded {source} ({how}).", flush=True)
+    if args.run_dir is not None and args.step in (None, "best"):
+        from c4jax.judge import registry
+
+        run_dir = args.run_dir.removeprefix("dqn:")
+        print(registry.checkpoint_note(run_dir, player.step, newest="--step last"), flush=True)
 
     def say(text: str) -> None:
         print(text, flush=True)

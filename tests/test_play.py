@@ -104,6 +104,65 @@ def test_whole_game_against_the_tiny_agent(tiny_run):
     assert printed[-1] in ("You win. Congratulations!", "The agent wins.", "The game is a draw.")
 
 
+def _value_based_player():
+    """A real value-based agent (a Grogu with untrained weights): no search."""
+    import jax
+
+    from c4jax.dqn import config as dqn_config
+    from c4jax.dqn import qnet
+    from c4jax.dqn.player import QPlayer
+
+    config = dqn_config.DQNConfig(model=dqn_config.ModelConfig(kind="linear"))
+    return QPlayer(config, qnet.init_params(qnet.make_q_network(config.model), jax.random.key(0)))
+
+
+def test_a_value_based_agent_is_not_said_to_compile_a_search():
+    printed = []
+    result = play.play_loop(_value_based_player(), scripted(["q"]), printed.append, False)
+    assert result == "quit"
+    text = "\n".join(printed)
+    assert "thinking... (the first move also compiles the network)" in text
+    assert "compiles the search" not in text
+    assert play.first_move_note(FirstLegalPlayer()) == "the first move also compiles the network"
+
+
+def test_an_agent_that_searches_compiles_its_search_on_the_first_move():
+    class Searching(FirstLegalPlayer):
+        num_simulations = 16
+
+    printed = []
+    play.play_loop(Searching(), scripted(["q"]), printed.append, False)
+    thinking = [line for line in printed if line.startswith("thinking...")]
+    assert thinking == ["thinking... (the first move also compiles the search)"]
+
+
+def test_step_accepts_an_iteration_last_or_best(usage_error):
+    assert [play.parse_step(t) for t in ("40", "last", "best")] == [40, "last", "best"]
+    err = usage_error(play.main, ["runs/X", "--step", "newest"])
+    assert "'newest' is not a checkpoint step: give an iteration, last or best" in err
+
+
+@pytest.mark.slow
+def test_main_names_the_checkpoint_it_chose_and_plays_the_newest_with_step_last(
+    tiny_run, monkeypatch, capsys
+):
+    from c4jax.judge import registry
+    from c4jax.store import checkpoints
+
+    reader = checkpoints.open_for_reading(tiny_run)
+    best, newest = checkpoints.best_step(reader), max(reader.all_steps())
+    reader.close()
+    monkeypatch.setattr("builtins.input", lambda prompt="": "q")
+    assert play.main([str(tiny_run), "--sims", "0", "--first", "human"]) == 0
+    out = capsys.readouterr().out
+    assert f"Loaded {tiny_run}, iteration {best} (0 simulations per move)." in out
+    assert registry.checkpoint_note(tiny_run, best, newest="--step last") in out
+    assert play.main([str(tiny_run), "--sims", "0", "--first", "human", "--step", "last"]) == 0
+    out = capsys.readouterr().out
+    assert f"Loaded {tiny_run}, iteration {newest} (0 simulations per move)." in out
+    assert "evaluation score" not in out  # a step given: no note
+
+
 def test_main_missing_run_exits_2(tmp_path, capsys):
     assert play.main([str(tmp_path / "nope"), "--first", "human"]) == 2
     assert "not a run directory" in capsys.readouterr().err
