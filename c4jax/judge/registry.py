@@ -18,12 +18,18 @@ The forms (``ENTRIES``, in the order they are tried):
 * ``dqn:RUN_DIR[:STEP]``: a value-based run's Q-network (``python -m
   c4jax.dqn.train``: Double DQN, Q-learning, Grogu), greedy, no search. A bare
   ``RUN_DIR`` of a value-based run means the same.
-* ``RUN_DIR[:STEP][@SIMS]``: a training run's network, its best checkpoint
-  (or checkpoint STEP) with SIMS search simulations per move (default: the
-  run's evaluation setting; ``@0`` = the network alone). Only the network
-  variables are read (``checkpoints.restore_variables``). A directory written
-  by ``python -m c4jax.export network`` (``variables.msgpack``, ``config.json``)
-  works the same way, ``DIR[@SIMS]``, without ``:STEP``.
+* ``RUN_DIR[:STEP][@SIMS]``: a training run's network with SIMS search
+  simulations per move (default: the run's evaluation setting; ``@0`` = the
+  network alone). Only the network variables are read
+  (``checkpoints.restore_variables``). A directory written by ``python -m
+  c4jax.export network`` (``variables.msgpack``, ``config.json``) works the
+  same way, ``DIR[@SIMS]``, without ``:STEP``.
+
+STEP picks a run's checkpoint: a training iteration, ``last`` (the newest
+checkpoint) or ``best`` (the best by evaluation score, which is also what no
+STEP means). Evaluation scores can differ by little between checkpoints, so a
+spec without STEP should say which one it chose: ``checkpoint_note`` is that
+line, and ``make_agent(spec, tell=print)`` prints it.
 
 To add an agent: write its constructor (a jittable agent in ``agents``, or a
 ``protocol.HostAgent`` for one that runs on the host, such as a C++ solver),
@@ -47,6 +53,7 @@ from c4jax.judge import minimax, perfect, uct
 from c4jax.judge.protocol import Agent
 from c4jax.store import checkpoints, exported
 
+LAST, BEST = "last", "best"  # the named checkpoints of a run spec: RUN:last, RUN:best
 DEFAULT_MCTS_SIMULATIONS = 1000
 DEFAULT_MINIMAX_DEPTH = 5
 MAX_MINIMAX_DEPTH = 8  # 7^8 = 5.8M leaves per game and move: already very slow
@@ -60,14 +67,15 @@ class AgentSpec:
 
     ``kind`` names the registry entry (``random``, ``lookahead``, ``mcts``,
     ``minimax``, ``run``); ``value`` is the simulations (mcts) or depth
-    (minimax); ``run_dir``, ``step`` and ``sims`` describe a run (``None`` =
-    best checkpoint / the run's setting).
+    (minimax); ``run_dir``, ``step`` and ``sims`` describe a run (step
+    ``None`` = the best checkpoint, ``"last"`` = the newest; sims ``None`` =
+    the run's setting).
     """
 
     kind: str
     value: int | None = None
     run_dir: Path | None = None
-    step: int | None = None
+    step: int | str | None = None
     sims: int | None = None
 
 
@@ -109,6 +117,17 @@ def _parse_int(spec: str, text: str, what: str, low: int, high: int | None = Non
         allowed = f">= {low}" if high is None else f"{low}..{high}"
         raise _bad_spec(spec, f"{what} {value} is out of range ({allowed})")
     return value
+
+
+def _parse_step(spec: str, text: str) -> int | str | None:
+    """A run spec's STEP: a whole number, ``last``, or ``best`` (None, the default)."""
+    if text == LAST:
+        return LAST
+    if text == BEST:
+        return None
+    if not re.fullmatch(r"\d+", text or ""):
+        raise _bad_spec(spec, f"checkpoint step {text!r} is not a whole number, last or best")
+    return int(text)
 
 
 def short_error(err: Exception, limit: int = 600) -> str:
@@ -156,7 +175,7 @@ def _parse_run(spec: str) -> AgentSpec:
     return AgentSpec(
         kind="run",
         run_dir=run_dir,
-        step=None if step is None else _parse_int(spec, step, "checkpoint step", 0),
+        step=None if step is None else _parse_step(spec, step),
         sims=None if sims is None else _parse_int(spec, sims, "simulations", 0),
     )
 
@@ -178,14 +197,15 @@ def _parse_dqn(spec: str) -> AgentSpec | None:
         raise _bad_spec(spec, f"no run directory {path!r}")
     return AgentSpec(
         kind="dqn", run_dir=Path(path),
-        step=_parse_int(spec, step, "checkpoint step", 0) if colon else None,
+        step=_parse_step(spec, step) if colon else None,
     )
 
 
 def _build_dqn(spec: AgentSpec) -> NamedAgent:
     from c4jax.dqn import player as dqn_player  # the value-based package, on demand
 
-    return NamedAgent(*dqn_player.make_q_agent(spec.run_dir, spec.step))
+    step = newest_step(spec.run_dir) if spec.step == LAST else spec.step
+    return NamedAgent(*dqn_player.make_q_agent(spec.run_dir, step))
 
 
 def _build_run(spec: AgentSpec) -> NamedAgent:
@@ -265,17 +285,19 @@ ENTRIES: tuple[Entry, ...] = (
         kind="dqn",
         form="dqn:RUN_DIR[:STEP]",
         description="a value-based run's Q-network (python -m c4jax.dqn.train), greedy;"
-        " its best checkpoint or STEP",
+        " STEP as for a run directory",
         parse=_parse_dqn,
         build=_build_dqn,
     ),
     # The catch-all comes last: anything else must be a run directory.
     Entry(
         kind="run",
-        form="a run directory RUN_DIR[:STEP][@SIMS] (e.g. runs/X, runs/X@64, runs/X:40@0)",
-        description="a training run's best checkpoint (or STEP) with SIMS simulations"
-        " (default: the run's evaluation setting; @0 = the network alone); also a"
-        " directory written by python -m c4jax.export network, DIR[@SIMS]",
+        form="a run directory RUN_DIR[:STEP][@SIMS] (e.g. runs/X, runs/X:last@64, runs/X:40@0)",
+        description="a training run's network with SIMS simulations (default: the run's"
+        " evaluation setting; @0 = the network alone). STEP: a training iteration, last (the"
+        " newest checkpoint) or best (the best by evaluation score; the default, and the"
+        " command says which iteration that is). Also a directory written by python -m"
+        " c4jax.export network, DIR[@SIMS]",
         parse=_parse_run,
         build=_build_run,
     ),
@@ -308,11 +330,17 @@ def parse_spec(spec: str) -> AgentSpec:
     raise _bad_spec(spec, "no form matches")  # unreachable: the last entry takes the rest
 
 
-def make_agent(spec: str) -> NamedAgent:
+def make_agent(spec: str, *, tell: Callable[[str], None] | None = None) -> NamedAgent:
     """``(name, agent)`` for an agent spec; the agent is ``act(key, state[B]) -> [B]``.
 
     Names are normalised: ``mcts`` -> ``mcts-1000``, ``runs/X`` ->
     ``runs/X:STEP@SIMS`` with the checkpoint step and simulations used.
+
+    Args:
+        spec: the agent spec (see the module).
+        tell: called with ``checkpoint_note``'s line when a run spec without
+            STEP (or with ``:best``) chose its checkpoint by evaluation score
+            (``print`` for a command line); None says nothing.
 
     Raises:
         ValueError: naming the spec, what is wrong and the allowed forms (also
@@ -321,17 +349,53 @@ def make_agent(spec: str) -> NamedAgent:
     parsed = parse_spec(spec)
     entry = next(e for e in ENTRIES if e.kind == parsed.kind)
     try:
-        return entry.build(parsed)
+        named = entry.build(parsed)
     except ValueError as err:
         raise ValueError(f"agent spec {spec!r}: {short_error(err)}") from None
+    if (
+        tell is not None
+        and parsed.kind in ("run", "dqn")
+        and parsed.step is None
+        and not exported.is_exported(parsed.run_dir)  # one network, nothing to choose
+    ):
+        step = _step_in_name(named.name, parsed.kind)
+        tell(checkpoint_note(parsed.run_dir, step, newest=_last_spec(parsed)))
+    return named
 
 
-def make_agents(specs: Sequence[str]) -> list[NamedAgent]:
-    """``make_agent`` of each spec; raises ValueError on a bad one or a repeated name."""
+def _step_in_name(name: str, kind: str) -> int:
+    """The checkpoint step in a run agent's name: ``RUN:STEP@SIMS`` or ``dqn:RUN:STEP``."""
+    if kind == "run":
+        name = name.rsplit("@", 1)[0]
+    return int(name.rsplit(":", 1)[1])
+
+
+def _last_spec(parsed: AgentSpec) -> str:
+    """The spec of the same agent on the run's newest checkpoint."""
+    if parsed.kind == "dqn":
+        return f"dqn:{parsed.run_dir}:{LAST}"
+    sims = "" if parsed.sims is None else f"@{parsed.sims}"
+    return f"{parsed.run_dir}:{LAST}{sims}"
+
+
+def make_agents(
+    specs: Sequence[str], *, tell: Callable[[str], None] | None = None
+) -> list[NamedAgent]:
+    """``make_agent`` of each spec; raises ValueError on a bad one or a repeated name.
+
+    ``tell`` as for ``make_agent``, each line once (``runs/X@0 runs/X@64`` tell one).
+    """
     out: list[NamedAgent] = []
     seen: dict[str, str] = {}
+    told: set[str] = set()
+
+    def tell_once(line: str) -> None:
+        if tell is not None and line not in told:
+            told.add(line)
+            tell(line)
+
     for spec in specs:
-        named = make_agent(spec)
+        named = make_agent(spec, tell=tell_once)
         if named.name in seen:
             raise ValueError(
                 f"agent {named.name!r} is listed twice ({seen[named.name]!r} and {spec!r})"
@@ -342,18 +406,97 @@ def make_agents(specs: Sequence[str]) -> list[NamedAgent]:
 
 
 def make_run_agent(
-    run_dir: str | Path, *, step: int | None = None, sims: int | None = None
+    run_dir: str | Path, *, step: int | str | None = None, sims: int | None = None
 ) -> NamedAgent:
-    """The network of a run's checkpoint (default its best) with ``sims`` simulations.
+    """The network of a run's checkpoint with ``sims`` simulations.
 
-    The name is ``RUN_DIR:STEP@SIMS``. Cached: the same arguments give the same
-    agent object, so compiled matches and solver calls are reused, and several
+    ``step``: a training iteration, ``"last"`` (the newest checkpoint), or
+    None or ``"best"`` (the best by evaluation score). The name is
+    ``RUN_DIR:STEP@SIMS``. Cached: the same arguments give the same agent
+    object, so compiled matches and solver calls are reused, and several
     agents of one run (``runs/X@0``, ``runs/X@64``) read its checkpoint once.
 
     Raises:
         ValueError: not a run directory, no checkpoint, or no such step.
     """
+    if step == LAST:
+        step = newest_step(run_dir)
+    elif step == BEST:
+        step = None
     return _run_agent(str(run_dir), step, sims)
+
+
+def _scores(run_dir: str | Path) -> dict[int, float | None]:
+    """Every kept checkpoint step of a run and its evaluation score (None if unscored)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "checkpoints").is_dir():
+        raise ValueError(f"{run_dir}: not a run directory (no checkpoints/ inside)")
+    manager = checkpoints.open_for_reading(run_dir)
+    try:
+        return {
+            int(step): (manager.metrics(step) or {}).get(checkpoints.SCORE)
+            for step in manager.all_steps()
+        }
+    finally:
+        manager.close()
+
+
+def newest_step(run_dir: str | Path) -> int:
+    """The step of a run's newest checkpoint (what ``RUN:last`` plays).
+
+    Raises:
+        ValueError: not a run directory, or no checkpoint saved yet.
+    """
+    steps = _scores(run_dir)
+    if not steps:
+        raise ValueError(f"{run_dir}: no checkpoint saved yet")
+    return max(steps)
+
+
+def checkpoint_note(run_dir: str | Path, step: int, *, newest: str) -> str:
+    """One line naming the checkpoint a run spec without STEP chose, and why.
+
+    Args:
+        run_dir: the run.
+        step: the checkpoint that was loaded.
+        newest: how to ask for the newest checkpoint instead (``runs/X:last``,
+            ``--step last``).
+
+    E.g. ``runs/X: the best checkpoint by evaluation score, iteration 210
+    (score 0.8127); the newest is iteration 280 (score 0.8120): runs/X:last
+    plays it``.
+    """
+    try:
+        scores = _scores(run_dir)
+    except Exception:  # the checkpoint is loaded already: the note is not worth a failure
+        scores = {}
+    if step not in scores:
+        return f"{run_dir}: checkpoint {step}"
+    last = max(scores)
+    scored = {s: v for s, v in scores.items() if v is not None}
+
+    def score(s: int) -> str:
+        return "no evaluation score" if scored.get(s) is None else f"score {scored[s]:.4f}"
+
+    if not scored:
+        return f"{run_dir}: the newest checkpoint, iteration {step} (none has an evaluation score)"
+    if step not in scored:  # every scored checkpoint was damaged
+        return (
+            f"{run_dir}: iteration {step}, the newest checkpoint without an evaluation score"
+            " (those with one could not be read)"
+        )
+    ranked = sorted(scored, key=lambda s: (scored[s], s), reverse=True)
+    why = (
+        "the best checkpoint by evaluation score"
+        if step == ranked[0]
+        else "the best readable checkpoint by evaluation score"  # past damaged ones
+    )
+    if step == last:
+        return f"{run_dir}: {why}, iteration {step} ({score(step)}), which is also the newest"
+    return (
+        f"{run_dir}: {why}, iteration {step} ({score(step)}); the newest is iteration"
+        f" {last} ({score(last)}): {newest} plays it"
+    )
 
 
 @functools.lru_cache(maxsize=8)

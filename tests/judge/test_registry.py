@@ -53,6 +53,18 @@ def test_parse_spec_run_forms(tmp_path):
     assert (parsed.run_dir, parsed.step, parsed.sims) == (run, 7, None)
 
 
+def test_parse_spec_named_checkpoints(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    parsed = registry.parse_spec(f"{run}:last@64")
+    assert (parsed.run_dir, parsed.step, parsed.sims) == (run, "last", 64)
+    assert registry.parse_spec(f"{run}:last").step == "last"
+    assert registry.parse_spec(f"{run}:best") == registry.parse_spec(str(run))  # the default
+    assert registry.parse_spec(f"dqn:{run}:last").step == "last"
+    with pytest.raises(ValueError, match="step 'newest' is not a whole number, last or best"):
+        registry.parse_spec(f"{run}:newest")
+
+
 @pytest.mark.parametrize(
     "spec, problem",
     [
@@ -80,6 +92,46 @@ def test_make_agent_rejects_bad_run_suffixes(tmp_path):
         registry.make_agent(f"{tmp_path}@4")  # a folder, but no checkpoints/
 
 
+# --- Which checkpoint a run spec without STEP chose, in one line. ---
+
+
+@pytest.fixture
+def scores(monkeypatch):
+    """``scores(dict)``: the run's checkpoints and their evaluation scores, without a run."""
+
+    def use(table):
+        monkeypatch.setattr(registry, "_scores", lambda run_dir: dict(table))
+
+    return use
+
+
+def test_the_note_names_the_best_checkpoint_and_how_to_get_the_newest(scores):
+    scores({200: 0.7, 210: 0.8127, 280: 0.8120})
+    note = registry.checkpoint_note("runs/X", 210, newest="runs/X:last")
+    assert note == (
+        "runs/X: the best checkpoint by evaluation score, iteration 210 (score 0.8127);"
+        " the newest is iteration 280 (score 0.8120): runs/X:last plays it"
+    )
+
+
+def test_the_note_when_the_best_is_the_newest_or_nothing_is_scored(scores):
+    scores({200: 0.7, 280: 0.8})
+    note = registry.checkpoint_note("runs/X", 280, newest="runs/X:last")
+    assert note == (
+        "runs/X: the best checkpoint by evaluation score, iteration 280 (score 0.8000),"
+        " which is also the newest"
+    )
+    scores({200: None, 280: None})
+    note = registry.checkpoint_note("runs/X", 280, newest="runs/X:last")
+    assert note == "runs/X: the newest checkpoint, iteration 280 (none has an evaluation score)"
+
+
+def test_the_note_past_a_damaged_best_checkpoint(scores):
+    scores({200: 0.9, 240: 0.8, 280: None})  # 200 was damaged: 240 was loaded
+    note = registry.checkpoint_note("runs/X", 240, newest="--step last")
+    why = "the best readable checkpoint by evaluation score"
+    assert note.startswith(f"runs/X: {why}, iteration 240 (score 0.8000);")
+    assert note.endswith("the newest is iteration 280 (no evaluation score): --step last plays it")
 
 
 # --- Building agents. ---
@@ -143,3 +195,30 @@ def test_an_exported_network_is_an_agent_that_plays_like_its_run(tiny_run, tmp_p
     )
     with pytest.raises(ValueError, match="exported network, which holds one step: drop :STEP"):
         registry.make_agent(f"{out}:3@0")
+
+
+@pytest.mark.slow
+def test_run_last_plays_the_newest_checkpoint_and_the_default_names_its_choice(tiny_run):
+    from c4jax.store import checkpoints
+
+    reader = checkpoints.open_for_reading(tiny_run)
+    newest, best = max(reader.all_steps()), checkpoints.best_step(reader)
+    reader.close()
+    assert registry.newest_step(tiny_run) == newest
+    told = []
+    assert registry.make_agent(f"{tiny_run}:last@0", tell=told.append).name == (
+        f"{tiny_run}:{newest}@0"
+    )
+    assert told == []  # a step was given: nothing to say
+    assert registry.make_run_agent(tiny_run, step="last", sims=0).name == f"{tiny_run}:{newest}@0"
+    assert registry.make_agent(f"{tiny_run}:best@0").name == f"{tiny_run}:{best}@0"
+    named = registry.make_agent(f"{tiny_run}@0", tell=told.append)
+    assert named.name == f"{tiny_run}:{best}@0"
+    assert told == [registry.checkpoint_note(tiny_run, best, newest=f"{tiny_run}:last@0")]
+    head = f"{tiny_run}: the best checkpoint by evaluation score, iteration {best} (score "
+    assert told[0].startswith(head)
+    tail = "which is also the newest" if best == newest else f"{tiny_run}:last@0 plays it"
+    assert told[0].endswith(tail)
+    told.clear()
+    registry.make_agents([f"{tiny_run}@0", f"{tiny_run}@2", "random"], tell=told.append)
+    assert len(told) == 1  # one run, one line
