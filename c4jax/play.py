@@ -328,10 +328,8 @@ def _load_player(run_dir: str | None, sims: int | None, step: int | str | None):
 
     if run_dir is not None and run_dir.startswith("dqn:"):
         run_dir = run_dir[len("dqn:"):]
-    if step == "last":
-        step = registry.newest_step(run_dir)
-    elif step == "best":
-        step = None
+    if run_dir is not None:
+        step = registry.resolve_step(run_dir, step)
     if run_dir is not None and is_dqn_run(run_dir):
         if sims:
             raise ValueError(f"--sims: {run_dir} is a value-based run, which does not search")

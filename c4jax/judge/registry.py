@@ -204,8 +204,7 @@ def _parse_dqn(spec: str) -> AgentSpec | None:
 def _build_dqn(spec: AgentSpec) -> NamedAgent:
     from c4jax.dqn import player as dqn_player  # the value-based package, on demand
 
-    step = newest_step(spec.run_dir) if spec.step == LAST else spec.step
-    return NamedAgent(*dqn_player.make_q_agent(spec.run_dir, step))
+    return NamedAgent(*dqn_player.make_q_agent(spec.run_dir, resolve_step(spec.run_dir, spec.step)))
 
 
 def _build_run(spec: AgentSpec) -> NamedAgent:
@@ -419,11 +418,7 @@ def make_run_agent(
     Raises:
         ValueError: not a run directory, no checkpoint, or no such step.
     """
-    if step == LAST:
-        step = newest_step(run_dir)
-    elif step == BEST:
-        step = None
-    return _run_agent(str(run_dir), step, sims)
+    return _run_agent(str(run_dir), resolve_step(run_dir, step), sims)
 
 
 def _scores(run_dir: str | Path) -> dict[int, float | None]:
@@ -451,6 +446,18 @@ def newest_step(run_dir: str | Path) -> int:
     if not steps:
         raise ValueError(f"{run_dir}: no checkpoint saved yet")
     return max(steps)
+
+
+def resolve_step(run_dir: str | Path, step: int | str | None) -> int | None:
+    """A checkpoint choice as the loaders take it: ``"last"`` -> the newest step,
+    ``"best"`` -> None (their default, the best by evaluation score), a step as is.
+
+    Raises:
+        ValueError: ``"last"`` of a directory with no checkpoint.
+    """
+    if step == LAST:
+        return newest_step(run_dir)
+    return None if step == BEST else step
 
 
 def checkpoint_note(run_dir: str | Path, step: int, *, newest: str) -> str:
