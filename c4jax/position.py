@@ -26,7 +26,7 @@ class Position:
 
     Attributes:
         moves: the move string, digits 1-7, first player first.
-        grid: [H][W] tuple of tuples, row 0 the bottom: 0 first player, 1
+        grid: ``[H][W]`` tuple of tuples, row 0 the bottom: 0 first player, 1
             second player, -1 empty.
         winner: 0 or 1 when a player has four in a row, -1 a draw (full board),
             None while the game goes on.
