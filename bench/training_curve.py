@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from c4jax.plot import TIME_LABEL, read_metrics
+from c4jax.plot import read_metrics
 
 
 def curve(records: list[dict]) -> tuple[list[float], dict[str, list[float]]]:
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         mean = key == "mistake_rate"
         ax.plot(minutes, ys, label="mean" if mean else key.split("/", 1)[1],
                 linewidth=2.5 if mean else 1, color="black" if mean else None)
-    ax.set_xlabel(TIME_LABEL)
+    ax.set_xlabel("training time (minutes; evaluations not included)")
     ax.set_ylabel("mistake rate (%)")
     ax.set_title(f"{args.run_dir.name}: solver sample during training "
                  f"({config['solver_positions']} positions per set, "

@@ -15,9 +15,10 @@ the run logged, plus ``overview.png`` with all of them:
 
 Rates are in percent and every curve is named in words (the metric keys of
 ``metrics.jsonl`` are in ``LABELS``). The bottom axis counts training
-iterations; the top one is the training time in minutes, summed from the
-iterations' ``seconds`` (compiling included; the periodic evaluations and
-checkpoint saves are not part of it), where the run logged them.
+iterations; the top one, at the same ticks, the training time by then, in
+minutes (seconds for a run under 3 minutes), summed from the iterations'
+``seconds`` (compiling included; the periodic evaluations and checkpoint saves
+are not part of it), where the run logged them.
 
 Groups whose metrics are absent are skipped. Rendering uses matplotlib's Agg
 canvas directly (no display, no pyplot state).
@@ -33,7 +34,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-TIME_LABEL = "training time (minutes; evaluations not included)"
+TIME_LABEL = "training time at that iteration ({unit}; evaluations not included)"
 STEP_LABEL = "training iteration"
 
 # Pons set names: L = the stage of the game, R = how far the end is under perfect play.
@@ -140,7 +141,7 @@ def elapsed_minutes(records: Sequence[dict]) -> tuple[list[float], list[float]]:
     for step, sec in sorted(zip(steps, seconds, strict=True)):
         if step <= xs[-1]:  # a repeated or out-of-order step: keep the first
             continue
-        total += max(sec, 1e-6) / 60  # increasing, so that minutes map back to steps
+        total += max(sec, 0.0) / 60
         xs.append(step)
         minutes.append(total)
     return xs, minutes
@@ -199,32 +200,35 @@ PANELS = (
 )
 
 
-def _extrapolating(xp, fp):
-    """``x -> y`` through the points ``(xp, fp)`` (both increasing), straight on past the ends."""
-    import numpy as np
+def _ticks():
+    from matplotlib.ticker import MaxNLocator
 
-    xp, fp = np.asarray(xp, float), np.asarray(fp, float)
-    left = (fp[1] - fp[0]) / (xp[1] - xp[0])
-    right = (fp[-1] - fp[-2]) / (xp[-1] - xp[-2])
-
-    def f(x):
-        x = np.asarray(x, float)
-        y = np.interp(x, xp, fp)
-        y = np.where(x < xp[0], fp[0] + left * (x - xp[0]), y)
-        return np.where(x > xp[-1], fp[-1] + right * (x - xp[-1]), y)
-
-    return f
+    return MaxNLocator(nbins=8, integer=True, steps=[1, 2, 2.5, 5, 10])
 
 
 def _time_axis(ax, records) -> None:
-    """A top x axis in minutes of training time, where the run logged its iterations' time."""
+    """A top x axis with the training time at the bottom axis's iterations (same ticks),
+    in seconds for runs under 3 minutes, else in minutes; none where no time was logged."""
     steps, minutes = elapsed_minutes(records)
     if len(steps) < 2:
         return
-    top = ax.secondary_xaxis(
-        "top", functions=(_extrapolating(steps, minutes), _extrapolating(minutes, steps))
-    )
-    top.set_xlabel(TIME_LABEL, fontsize="small")
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter
+
+    seconds = minutes[-1] < 3
+    scale = 60.0 if seconds else 1.0
+
+    def at(step, _pos=None) -> str:
+        if not steps[0] <= step <= steps[-1]:
+            return ""
+        value = float(np.interp(step, steps, minutes)) * scale
+        return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+    ax.xaxis.set_major_locator(_ticks())
+    top = ax.secondary_xaxis("top")
+    top.xaxis.set_major_locator(_ticks())
+    top.xaxis.set_major_formatter(FuncFormatter(at))
+    top.set_xlabel(TIME_LABEL.format(unit="seconds" if seconds else "minutes"), fontsize="small")
     top.tick_params(labelsize="small")
 
 

@@ -69,8 +69,8 @@ def test_plot_of_the_tiny_run(tiny_run, tmp_path):
     written = plot.plot_run(tiny_run, tmp_path)
     assert {"losses.png", "win_rates.png", "overview.png"} <= {p.name for p in written}
     figs = plot.figures(plot.read_metrics(tiny_run / "metrics.jsonl"))
-    top = [a for a in figs["losses"].axes[0].child_axes if a.get_xlabel() == plot.TIME_LABEL]
-    assert top, "the tiny run logs its iterations' seconds: a wall-clock axis"
+    (_, top), = _top_axes(figs["losses"])
+    assert top is not None, "the tiny run logs its iterations' seconds: a wall-clock axis"
 
 
 def _records(with_time: bool = True):
@@ -177,27 +177,55 @@ def test_no_legend_hides_a_curve():
             assert box.y0 >= fig.bbox.y0 and box.y1 <= fig.bbox.y1 + 1, (stem, box)
 
 
+def _top_axes(fig):
+    """(the iterations axis, its top axis of training time or None) of each panel."""
+    pairs = []
+    for ax in fig.axes:
+        if ax.get_xlabel() != "training iteration":
+            continue  # a twin y axis
+        tops = [a for a in ax.child_axes if a.get_xlabel().startswith("training time")]
+        assert len(tops) <= 1
+        pairs.append((ax, tops[0] if tops else None))
+    return pairs
+
+
 def test_a_wall_clock_axis_from_the_logged_iteration_times():
     records = _records()
     steps, minutes = plot.elapsed_minutes(records)
     assert steps[:3] == [0.0, 1.0, 2.0] and steps[-1] == 12.0
     assert minutes[:3] == pytest.approx([0.0, 1.5, 2.0])
     assert minutes[-1] == pytest.approx((90 + 11 * 30) / 60)
+    by_step = dict(zip(steps, minutes, strict=True))
     for stem, fig in plot.figures(records, "run").items():
-        for ax in fig.axes:
-            if ax.get_xlabel() != "training iteration":
-                continue  # a twin y axis
-            tops = [a for a in ax.child_axes if a.get_xlabel() == plot.TIME_LABEL]
-            assert len(tops) == 1, stem
-            fig.canvas.draw()
-            # The top axis reads the minutes where the bottom one reads the iteration.
-            step_x = ax.transData.transform((12, 0))[0]
-            minute_x = tops[0].transData.transform((minutes[-1], 0))[0]
-            assert step_x == pytest.approx(minute_x, abs=0.5), stem
-    # A run that logged no iteration times: the iterations alone.
+        fig.canvas.draw()
+        for ax, top in _top_axes(fig):
+            assert top is not None, stem
+            assert top.get_xlabel() == plot.TIME_LABEL.format(unit="minutes")
+            # Over each iteration tick, the training time by the end of that iteration.
+            ticks = list(ax.get_xticks())
+            assert list(top.get_xticks()) == ticks, stem
+            labels = [t.get_text() for t in top.get_xticklabels()]
+            shown = {tick: text for tick, text in zip(ticks, labels, strict=True) if text}
+            assert len(shown) >= 3, (stem, shown)
+            for tick, text in shown.items():
+                assert tick == int(tick) and float(text) == pytest.approx(by_step[tick], abs=0.05)
+            assert shown.get(12.0, "7.0") == "7.0"
+            for tick, text in zip(ticks, labels, strict=True):
+                if not 0 <= tick <= 12:
+                    assert text == "", (stem, tick)  # no time shown where none was logged
+
+    # A run under 3 minutes shows seconds; one that logged no times has no such axis.
+    short = [{**r, "seconds": 2.0} for r in records]
+    fig = plot.figures(short)["losses"]
+    fig.canvas.draw()
+    (ax, top), = _top_axes(fig)
+    assert top.get_xlabel() == plot.TIME_LABEL.format(unit="seconds")
+    labels = dict(zip(ax.get_xticks(), [t.get_text() for t in top.get_xticklabels()],
+                      strict=True))
+    assert labels[12.0] == "24" and labels[2.0] == "4.0"
     assert plot.elapsed_minutes(_records(with_time=False)) == ([], [])
     fig = plot.figures(_records(with_time=False))["losses"]
-    assert not fig.axes[0].child_axes
+    assert _top_axes(fig) == [(fig.axes[0], None)]
 
 
 def test_plot_bad_input_exits_2(tmp_path, capsys):
