@@ -6,10 +6,13 @@ Usage:
     python -m c4jax.evaluate solver --checkpoint runs/X --sims 0,64,600 --positions 200
 
 Agents are named by the specs of ``c4jax.judge.registry`` (``--help`` lists
-them). Every subcommand prints a table and, with ``--json PATH``, writes the
-same results machine-readably. Bad input (an unknown agent spec, a missing run
-directory, a bad list) prints a message naming the problem and exits with
-status 2.
+them). A run named without a checkpoint step plays its best checkpoint by
+evaluation score, and a line says which iteration that is (``runs/X:last``
+plays the newest). Every subcommand prints a table and, with ``--json PATH``,
+writes the same results machine-readably. Progress is a bar on a terminal and
+one line per step otherwise (on stderr). Bad input (an unknown agent spec, a
+missing run directory, a bad list) prints a message naming the problem and
+exits with status 2.
 
 This module only parses arguments and prints; the work is in ``c4jax.judge``.
 """
@@ -32,7 +35,6 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from tqdm import tqdm
 
 from c4jax.judge import arena, elo, perfect, registry, solver
 from c4jax.run import cli, xla_flags
@@ -81,7 +83,8 @@ def _check_openings(openings: int) -> None:
 
 
 def _parse_checkpoint(text: str) -> registry.AgentSpec:
-    """``RUN_DIR[:STEP]`` -> its ``AgentSpec``; raises ValueError otherwise."""
+    """``RUN_DIR[:STEP]`` (STEP: an iteration, last or best) -> its ``AgentSpec``;
+    raises ValueError otherwise."""
     try:
         run = registry.parse_spec(text)
     except ValueError:
@@ -89,9 +92,14 @@ def _parse_checkpoint(text: str) -> registry.AgentSpec:
     if run is None or run.kind != "run" or run.sims is not None:
         raise ValueError(
             f"--checkpoint: {text!r} is not a run directory; give RUN_DIR or RUN_DIR:STEP"
-            " (simulations go in --sims)"
+            " (STEP: an iteration, last or best; simulations go in --sims)"
         )
     return run
+
+
+def _tell(line: str) -> None:
+    """Prints which checkpoint a run spec chose (``registry.make_agent``'s ``tell``)."""
+    print(line, flush=True)
 
 
 # --- JSON output. ---
@@ -124,7 +132,15 @@ def run_match(args) -> dict:
     if args.games < 1:
         raise ValueError(f"--games: got {args.games}, allowed: >= 1")
     _check_openings(args.openings)
-    (name_a, agent_a), (name_b, agent_b) = registry.make_agent(args.a), registry.make_agent(args.b)
+    told: list[str] = []  # runs/X@0 against runs/X@64: one line
+
+    def tell(line: str) -> None:
+        if line not in told:
+            told.append(line)
+            _tell(line)
+
+    name_a, agent_a = registry.make_agent(args.a, tell=tell)
+    name_b, agent_b = registry.make_agent(args.b, tell=tell)
     judge = perfect.make_move_judge() if args.judge else None
     start = time.perf_counter()
     result = arena.play_match(
@@ -164,7 +180,7 @@ def run_elo(args) -> dict:
     _check_openings(args.openings)
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise ValueError(f"--plot: {str(args.plot)!r} must be a .png file")
-    pool = registry.make_agents(args.agents)
+    pool = registry.make_agents(args.agents, tell=_tell)
     if "random" not in [name for name, _ in pool]:
         pool.insert(0, registry.make_agent("random"))
     if len(pool) < 2:
@@ -224,14 +240,16 @@ def run_solver(args) -> dict:
         raise ValueError(f"--positions: got {args.positions}, allowed: >= 1")
     if args.batch_size < 1:
         raise ValueError(f"--batch-size: got {args.batch_size}, allowed: >= 1")
-    pool = registry.make_agents(_split_list(args.baselines, "--baselines"))
+    pool = registry.make_agents(_split_list(args.baselines, "--baselines"), tell=_tell)
     if args.checkpoint is not None:
         run = _parse_checkpoint(args.checkpoint)
-        for sims in parse_sims(args.sims):
+        for k, sims in enumerate(parse_sims(args.sims)):
+            tell = _tell if k == 0 else None  # one line for the run
             try:
-                pool.append(registry.make_run_agent(run.run_dir, step=run.step, sims=sims))
+                named = registry.make_run_agent(run.run_dir, step=run.step, sims=sims, tell=tell)
             except ValueError as err:
                 raise ValueError(f"--checkpoint: {registry.short_error(err)}") from None
+            pool.append(named)
     elif args.sims_given:
         raise ValueError("--sims needs --checkpoint RUN_DIR")
     if not pool:
@@ -240,9 +258,10 @@ def run_solver(args) -> dict:
     results: dict[str, dict] = {}
     seconds: dict[str, float] = {}
     jobs = [(name, agent, s) for name, agent in pool for s in sets]
-    bar = tqdm(jobs, desc="solver sets", unit="set")
-    for name, agent, s in bar:
-        bar.set_postfix_str(f"{name} on {s}")
+    steps = arena.progress_steps(
+        jobs, desc="solver", unit="set", label=lambda job: f"{job[0]} on {job[2]}"
+    )
+    for name, agent, s in steps:
         start = time.perf_counter()
         out = solver.evaluate_agent(
             agent,
@@ -253,7 +272,6 @@ def run_solver(args) -> dict:
         )
         results.setdefault(name, {}).update(out)
         seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
-    bar.close()
     print(solver.format_report(results))
     print()
     print("Summary: mistake % over all / non-trivial positions")
@@ -351,7 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint",
         default=None,
         metavar="RUN_DIR[:STEP]",
-        help="a run directory (its best checkpoint, or checkpoint STEP)",
+        help="a run directory: its best checkpoint by evaluation score (the iteration is"
+        " printed), or STEP: an iteration, last (the newest checkpoint) or best",
     )
     solver_p.add_argument(
         "--sims",

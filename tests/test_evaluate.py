@@ -1,5 +1,6 @@
 """The evaluate CLI: agent specs, match / elo / solver JSON, bad input exits 2."""
 
+import io
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from c4jax import evaluate
+from c4jax.judge import arena, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,6 +25,73 @@ def test_parse_lists():
     assert evaluate.parse_sets("L1_R1,L3_R1") == ["L1_R1", "L3_R1"]
     with pytest.raises(ValueError, match="unknown set 'L9_R9'.*allowed: L3_R1"):
         evaluate.parse_sets("L1_R1,L9_R9")
+
+
+def test_help_lists_the_agent_specs_and_the_named_checkpoints(capsys):
+    with pytest.raises(SystemExit):
+        evaluate.main(["--help"])
+    out = capsys.readouterr().out
+    assert registry.describe() in out
+    assert "runs/X:last@64" in out and "last (the newest checkpoint)" in out
+
+
+# --- Progress: a bar on a terminal, one plain line per step elsewhere. ---
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere():
+    assert arena.progress_mode(True, _Terminal()) == "bar"
+    assert arena.progress_mode(True, io.StringIO()) == "lines"
+    assert arena.progress_mode(False, _Terminal()) == "off"
+    lines = io.StringIO()
+    items = arena.progress_steps("ab", desc="test", unit="step", label=str.upper, stream=lines)
+    assert list(items) == ["a", "b"]
+    printed = lines.getvalue().splitlines()
+    assert [line.split(",")[0] for line in printed] == ["test: step 1/2 (A)", "test: step 2/2 (B)"]
+    bar = _Terminal()
+    assert list(arena.progress_steps("ab", desc="test", unit="step", stream=bar)) == ["a", "b"]
+    assert "\r" in bar.getvalue() and "2/2" in bar.getvalue()
+
+
+def test_match_and_solver_print_one_line_per_step_when_not_on_a_terminal(capsys):
+    argv = ["match", "lookahead", "random", "--games", "4", "--batch-size", "2"]
+    assert evaluate.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    steps = [line for line in err.splitlines() if line.startswith("lookahead vs random: chunk")]
+    assert [line.split(",")[0] for line in steps] == [
+        "lookahead vs random: chunk 1/2", "lookahead vs random: chunk 2/2"
+    ]
+    argv = ["solver", "--baselines", "random", "--sets", "L1_R1,L3_R1", "--positions", "4"]
+    assert evaluate.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    steps = [line.split(",")[0] for line in err.splitlines() if line.startswith("solver:")]
+    assert steps == ["solver: set 1/2 (random on L1_R1)", "solver: set 2/2 (random on L3_R1)"]
+
+
+@pytest.mark.slow
+def test_output_piped_to_a_file_has_no_bar_frames(tmp_path):
+    log = tmp_path / "elo.log"
+    with log.open("w") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "c4jax.evaluate", "elo", "lookahead", "win-if-you-can",
+             "--games", "2", "--bootstrap", "5"],
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, timeout=300,
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        )
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    assert "\r" not in text
+    steps = [line for line in text.splitlines() if line.startswith("round robin: match")]
+    assert [line.split(" (")[0] for line in steps] == [
+        f"round robin: match {i}/3" for i in (1, 2, 3)  # random joins: three pairs
+    ]
+    assert "(random vs lookahead)" in steps[0]
 
 
 # --- Bad input on the command line: message, exit 2, no traceback. ---
@@ -91,6 +160,20 @@ def test_match_json(tiny_run, tmp_path, capsys):
     assert result["openings"] == 1 and result["seed"] == 3
 
 
+@pytest.mark.slow
+def test_a_run_without_a_step_names_the_checkpoint_it_chose(tiny_run, capsys):
+    newest = registry.newest_step(tiny_run)
+    argv = ["match", f"{tiny_run}@0", f"{tiny_run}:last@0", "--games", "2", "--openings", "1"]
+    assert evaluate.main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    notes = [line for line in printed if line.startswith(f"{tiny_run}: ")]
+    assert len(notes) == 1  # the :last agent needs none
+    chosen = registry.make_agent(f"{tiny_run}@0").name
+    step = int(chosen.rsplit("@", 1)[0].rsplit(":", 1)[1])
+    assert notes[0] == registry.checkpoint_note(tiny_run, step, newest=f"{tiny_run}:last")
+    assert any(f"{tiny_run}:{newest}@0" in line for line in printed)  # the :last agent
+
+
 def test_match_from_every_opening(tmp_path, capsys):
     out = tmp_path / "match.json"
     argv = ["match", "lookahead", "random", "--openings", "1", "--every-opening"]
@@ -132,6 +215,8 @@ def test_solver_json(tiny_run, tmp_path, capsys):
     assert evaluate.main(argv) == 0
     printed = capsys.readouterr().out
     assert "L1_R1: 8 positions" in printed and "exact best move" in printed
+    notes = [line for line in printed.splitlines() if line.startswith(f"{tiny_run}: ")]
+    assert len(notes) == 1 and "by evaluation score, iteration" in notes[0]
     result = json.loads(out.read_text())
     assert result["sets"] == ["L1_R1", "L3_R1"]
     assert result["agents"][0] == "random"

@@ -16,6 +16,10 @@ match runs ply by ply from Python, the jittable side still compiled.
 
 ``play_match`` plays a long match in equal chunks, ``round_robin`` every pair
 of a pool, and ``match_summary`` turns a result into JSON-friendly rates.
+
+Progress (``progress_steps``, also the evaluate command's solver loop): a tqdm
+bar where stderr is a terminal, else one plain line per finished step on
+stderr, so that a log file gets no carriage-return frames.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Literal, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +42,65 @@ from c4jax.baselines import random_agent
 from c4jax.judge import protocol
 from c4jax.judge.protocol import Agent, join_agent, split_agent
 from c4jax.judge.stats import format_rate, rate_with_interval, wilson_interval
+
+ProgressMode = Literal["bar", "lines", "off"]
+T = TypeVar("T")
+
+
+# --- Progress: a bar on a terminal, plain lines elsewhere. ---
+
+
+def progress_mode(progress: bool | ProgressMode, stream=None) -> ProgressMode:
+    """``bar``, ``lines`` or ``off``; True picks ``bar`` where ``stream`` (stderr) is a
+    terminal, else ``lines``; False is ``off``."""
+    if progress is False:
+        return "off"
+    if progress is not True:
+        return progress
+    stream = sys.stderr if stream is None else stream
+    try:
+        return "bar" if stream.isatty() else "lines"
+    except (AttributeError, ValueError):
+        return "lines"
+
+
+def progress_steps(
+    items: Iterable[T],
+    *,
+    desc: str | None,
+    unit: str,
+    progress: bool | ProgressMode = True,
+    label: Callable[[T], str] | None = None,
+    leave: bool = True,
+    stream=None,
+) -> Iterator[T]:
+    """Yields ``items``, showing progress as ``progress_mode`` picks.
+
+    ``bar``: a tqdm bar labelled ``desc``, ``label(item)`` after it while the
+    item runs. ``lines``: after each item, one line
+    ``DESC: UNIT i/n (LABEL), 4.2 s`` on ``stream`` (default stderr).
+    """
+    items = list(items)
+    stream = sys.stderr if stream is None else stream
+    mode = progress_mode(progress, stream)
+    if mode == "bar":
+        bar = tqdm(items, desc=desc, unit=unit, leave=leave, file=stream)
+        try:
+            for item in bar:
+                if label is not None:
+                    bar.set_postfix_str(label(item))
+                yield item
+        finally:
+            bar.close()
+        return
+    for i, item in enumerate(items, 1):
+        start = time.perf_counter()
+        yield item
+        if mode == "lines":
+            what = f" ({label(item)})" if label is not None else ""
+            head = f"{desc}: " if desc else ""
+            seconds = time.perf_counter() - start
+            print(f"{head}{unit} {i}/{len(items)}{what}, {seconds:.1f} s", file=stream, flush=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,7 +367,7 @@ def play_match(
     *,
     opening_moves: int = 2,
     batch_size: int = 256,
-    progress: bool = False,
+    progress: bool | ProgressMode = False,
     desc: str | None = None,
     observer: Observer | None = None,
     every_opening: bool = False,
@@ -318,7 +384,8 @@ def play_match(
             whatever ``batch_size``, so that no opening repeats.
         num_games: games that count, >= 1.
         batch_size: games played at once.
-        progress: show a progress bar over the chunks, labelled ``desc``.
+        progress: progress over the chunks, labelled ``desc`` (``progress_steps``:
+            True is a bar on a terminal, else a line per chunk).
 
     Returns:
         A ``MatchResult`` over all games, from agent_a's side.
@@ -329,7 +396,10 @@ def play_match(
     size = math.ceil(num_games / num_chunks)
     size += size % 2  # whole pairs per chunk
     parts = []
-    for c in tqdm(range(num_chunks), desc=desc, disable=not progress, leave=False, unit="chunk"):
+    chunks = progress_steps(
+        range(num_chunks), desc=desc, unit="chunk", progress=progress, leave=False
+    )
+    for c in chunks:
         parts.append(
             play_games(
                 agent_a,
@@ -354,12 +424,12 @@ def round_robin(
     *,
     opening_moves: int = 2,
     batch_size: int = 256,
-    progress: bool = False,
+    progress: bool | ProgressMode = False,
 ) -> list[tuple[int, int, MatchResult]]:
     """A ``play_match`` of every pair ``i < j`` of a pool of named agents.
 
     Args:
-        agents: ``(name, agent)`` pairs; the names only label the progress bar.
+        agents: ``(name, agent)`` pairs; the names only label the progress.
         key: PRNG key; pair number p plays with ``fold_in(key, p)``.
         num_games: games per pair.
         opening_moves, batch_size, progress: as for ``play_match``.
@@ -369,9 +439,11 @@ def round_robin(
     """
     pairs = [(i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))]
     results = []
-    bar = tqdm(pairs, desc="round robin", unit="match", disable=not progress)
-    for p, (i, j) in enumerate(bar):
-        bar.set_postfix_str(f"{agents[i][0]} vs {agents[j][0]}")
+    steps = progress_steps(
+        list(enumerate(pairs)), desc="round robin", unit="match", progress=progress,
+        label=lambda pair: f"{agents[pair[1][0]][0]} vs {agents[pair[1][1]][0]}",
+    )
+    for p, (i, j) in steps:
         result = play_match(
             agents[i][1],
             agents[j][1],
@@ -381,7 +453,6 @@ def round_robin(
             batch_size=batch_size,
         )
         results.append((i, j, result))
-    bar.close()
     return results
 
 

@@ -293,10 +293,9 @@ ENTRIES: tuple[Entry, ...] = (
         kind="run",
         form="a run directory RUN_DIR[:STEP][@SIMS] (e.g. runs/X, runs/X:last@64, runs/X:40@0)",
         description="a training run's network with SIMS simulations (default: the run's"
-        " evaluation setting; @0 = the network alone). STEP: a training iteration, last (the"
-        " newest checkpoint) or best (the best by evaluation score; the default, and the"
-        " command says which iteration that is). Also a directory written by python -m"
-        " c4jax.export network, DIR[@SIMS]",
+        " evaluation setting; @0 = the network alone); STEP: an iteration, last (the newest"
+        " checkpoint) or best (the best by evaluation score: the default, its iteration"
+        " printed). Also a directory written by python -m c4jax.export network, DIR[@SIMS]",
         parse=_parse_run,
         build=_build_run,
     ),
@@ -370,11 +369,9 @@ def _step_in_name(name: str, kind: str) -> int:
 
 
 def _last_spec(parsed: AgentSpec) -> str:
-    """The spec of the same agent on the run's newest checkpoint."""
-    if parsed.kind == "dqn":
-        return f"dqn:{parsed.run_dir}:{LAST}"
-    sims = "" if parsed.sims is None else f"@{parsed.sims}"
-    return f"{parsed.run_dir}:{LAST}{sims}"
+    """The spec of the run's newest checkpoint (without @SIMS: one line per run)."""
+    prefix = "dqn:" if parsed.kind == "dqn" else ""
+    return f"{prefix}{parsed.run_dir}:{LAST}"
 
 
 def make_agents(
@@ -405,7 +402,11 @@ def make_agents(
 
 
 def make_run_agent(
-    run_dir: str | Path, *, step: int | str | None = None, sims: int | None = None
+    run_dir: str | Path,
+    *,
+    step: int | str | None = None,
+    sims: int | None = None,
+    tell: Callable[[str], None] | None = None,
 ) -> NamedAgent:
     """The network of a run's checkpoint with ``sims`` simulations.
 
@@ -414,11 +415,15 @@ def make_run_agent(
     ``RUN_DIR:STEP@SIMS``. Cached: the same arguments give the same agent
     object, so compiled matches and solver calls are reused, and several
     agents of one run (``runs/X@0``, ``runs/X@64``) read its checkpoint once.
+    ``tell`` as for ``make_agent`` (the newest is then ``RUN_DIR:last``).
 
     Raises:
         ValueError: not a run directory, no checkpoint, or no such step.
     """
-    return _run_agent(str(run_dir), resolve_step(run_dir, step), sims)
+    named = _run_agent(str(run_dir), resolve_step(run_dir, step), sims)
+    if tell is not None and step in (None, BEST):
+        tell(checkpoint_note(run_dir, _step_in_name(named.name, "run"), newest=f"{run_dir}:{LAST}"))
+    return named
 
 
 def _scores(run_dir: str | Path) -> dict[int, float | None]:

@@ -214,11 +214,16 @@ def test_run_last_plays_the_newest_checkpoint_and_the_default_names_its_choice(t
     assert registry.make_agent(f"{tiny_run}:best@0").name == f"{tiny_run}:{best}@0"
     named = registry.make_agent(f"{tiny_run}@0", tell=told.append)
     assert named.name == f"{tiny_run}:{best}@0"
-    assert told == [registry.checkpoint_note(tiny_run, best, newest=f"{tiny_run}:last@0")]
+    assert told == [registry.checkpoint_note(tiny_run, best, newest=f"{tiny_run}:last")]
     head = f"{tiny_run}: the best checkpoint by evaluation score, iteration {best} (score "
     assert told[0].startswith(head)
-    tail = "which is also the newest" if best == newest else f"{tiny_run}:last@0 plays it"
+    tail = "which is also the newest" if best == newest else f"{tiny_run}:last plays it"
     assert told[0].endswith(tail)
     told.clear()
     registry.make_agents([f"{tiny_run}@0", f"{tiny_run}@2", "random"], tell=told.append)
     assert len(told) == 1  # one run, one line
+    told.clear()
+    registry.make_run_agent(tiny_run, sims=0, tell=told.append)
+    assert told == [registry.checkpoint_note(tiny_run, best, newest=f"{tiny_run}:last")]
+    registry.make_run_agent(tiny_run, step="last", sims=0, tell=told.append)
+    assert len(told) == 1
