@@ -5,16 +5,17 @@
 
 One setting: XLA:CPU's YNNPACK path for dots and elementwise fusions
 (``--xla_cpu_experimental_ynn_fusion_type=dot,eltwise``). It makes training on
-a CPU faster at the same strength (``bench/README.md``, the ``bench_network.py``
-section). One ``cpu``-preset training iteration, measured on 2-core machines:
+a CPU faster at the same strength (``docs/experiments.md``, "Which XLA:CPU code
+path for the network"). One ``cpu``-preset training iteration, measured on
+2-core machines:
 
 * AMD EPYC (Zen 4), jax 0.10.2: 3.4 s with the flag, 9.0 s without,
   evaluations included (``c4jax/configs/timings/cpu.json``; ``python -m
   c4jax.train --config cpu``, and the same with ``C4JAX_FAST_CPU=0``);
-* Intel Xeon (Sapphire Rapids), jax version not recorded: 4.27 s with the
-  flag, 7.49 s without, 1.75x (``bench/README.md``, the same section;
-  ``python -m c4jax.train --config cpu --train.num-iterations 10 --eval.every
-  0``, with and without the flag).
+* an x86-64 VM whose CPU model was not recorded: 4.27 s with the flag, 7.49 s
+  without, 1.75x (``docs/experiments.md``; ``python -m c4jax.train --config
+  cpu --train.num-iterations 10 --eval.every 0``, and the same with
+  ``C4JAX_FAST_CPU=0``).
 
 It is an ``xla_cpu`` flag: GPU and TPU backends never read it, so setting it
 everywhere keeps the code platform-neutral.
