@@ -2,8 +2,10 @@
 
 ``network RUN_DIR[:STEP] OUT_DIR`` writes the network variables of a
 checkpoint (default: the run's best) with the run's configuration and a note
-of how it was made: a few hundred KB that ``exported.load_exported`` reads
-back, with no optimizer, replay buffer or games. The pretrained agent in
+of how it was made (``info.json``: the step, the training time, the c4jax version
+and, when c4jax runs from a git checkout of its own, that checkout's commit): a few
+hundred KB that ``exported.load_exported`` reads back, with no optimizer, replay
+buffer or games. The pretrained agent in
 ``c4jax/pretrained`` is made this way:
 
     python -m c4jax.export network runs/strong c4jax/pretrained --results results.json
@@ -26,19 +28,38 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import c4jax
 from c4jax.store import checkpoints, exported
 
 
-def _commit() -> str | None:
-    """The git commit of the working tree, or None outside a repository."""
+def _source_commit() -> str | None:
+    """The commit of the git checkout c4jax itself is imported from, or None.
+
+    None for an installed package (site-packages), even one inside a user's own git
+    repository (a virtual environment in a project folder): only a checkout whose
+    top level holds this very package and c4jax's pyproject.toml counts, never the
+    working directory's repository.
+    """
+    package = Path(c4jax.__file__).resolve().parent
+    root = package.parent
+    pyproject = root / "pyproject.toml"
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-            cwd=Path(__file__).resolve().parent,
+        if not pyproject.is_file() or 'name = "c4jax"' not in pyproject.read_text():
+            return None
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+            timeout=10, cwd=root,
+        )
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root:
+            return None
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, cwd=root
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() or None
 
 
 def _wall_time(run_dir: Path, step: int) -> float | None:
@@ -105,7 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     info = {
         "source_run": Path(run).name,
-        "commit": _commit(),
+        "c4jax_version": c4jax.__version__,
+        "commit": _source_commit(),
         "training_seconds": _wall_time(Path(run), restored.step),
         "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "note": args.note,

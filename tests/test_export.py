@@ -1,26 +1,55 @@
-"""Exported networks: the variables alone, read back exactly; clear errors."""
+"""Exported networks: the variables alone, read back exactly; clear errors; provenance
+from c4jax itself, never from the working directory."""
 
 import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
+import c4jax
+from c4jax import export
 from c4jax.store import checkpoints, exported
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _export(run, out, *extra):
+def _export(run, out, *extra, cwd=ROOT):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     return subprocess.run(
         [sys.executable, "-m", "c4jax.export", "network", str(run), str(out), *extra],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
     )
+
+
+def _git(cwd, *args) -> str:
+    out = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd, capture_output=True, text=True, check=True, timeout=30,
+    )
+    return out.stdout.strip()
+
+
+def _git_repository(path: Path) -> str:
+    """A new git repository at ``path`` with one commit; returns that commit."""
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "-q")
+    (path / "README").write_text("someone else's project\n")
+    _git(path, "add", "README")
+    _git(path, "commit", "-q", "-m", "init")
+    return _git(path, "rev-parse", "HEAD")
+
+
+def _checkout_commit() -> str | None:
+    """The commit of the checkout these tests import c4jax from (None if not one)."""
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30)
+    return out.stdout.strip() if out.returncode == 0 and (ROOT / ".git").exists() else None
 
 
 @pytest.mark.slow
@@ -42,6 +71,48 @@ def test_export_writes_the_variables_alone_and_they_load_back_exactly(tiny_run, 
     info = json.loads((tmp_path / "net" / "info.json").read_text())
     assert info["note"] == "tiny" and info["results"] == {"L1_R1": 0.1}
     assert info["step"] == original.step and info["training_seconds"] > 0
+    assert info["c4jax_version"] == metadata.version("c4jax")
+
+
+@pytest.mark.slow
+def test_the_recorded_commit_is_c4jax_s_own_never_the_working_directory_s(tiny_run, tmp_path):
+    users_repo = tmp_path / "project"
+    users_commit = _git_repository(users_repo)
+    out = _export(tiny_run, tmp_path / "net", cwd=users_repo)
+    assert out.returncode == 0, out.stderr[-2000:]
+    info = json.loads((tmp_path / "net" / "info.json").read_text())
+    assert info["commit"] != users_commit
+    assert info["commit"] == _checkout_commit()  # the checkout c4jax runs from (or None)
+    assert info["c4jax_version"] == c4jax.__version__
+
+
+def test_an_installed_c4jax_inside_someone_s_git_repository_records_no_commit(
+    tmp_path, monkeypatch
+):
+    # pip install c4jax into a virtual environment kept in the user's own repository
+    users_repo = tmp_path / "project"
+    _git_repository(users_repo)
+    package = users_repo / ".venv" / "lib" / "python3.11" / "site-packages" / "c4jax"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    monkeypatch.setattr(c4jax, "__file__", str(package / "__init__.py"))
+    monkeypatch.chdir(users_repo)
+    assert export._source_commit() is None
+
+
+def test_a_git_checkout_of_c4jax_records_its_own_commit(tmp_path, monkeypatch):
+    checkout = tmp_path / "c4jax-src"
+    (checkout / "c4jax").mkdir(parents=True)
+    (checkout / "c4jax" / "__init__.py").write_text("")
+    (checkout / "pyproject.toml").write_text('[project]\nname = "c4jax"\n')
+    commit = _git_repository(checkout)
+    monkeypatch.setattr(c4jax, "__file__", str(checkout / "c4jax" / "__init__.py"))
+    _git_repository(tmp_path / "elsewhere")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert export._source_commit() == commit
+    # a folder named c4jax inside another project (no c4jax pyproject.toml at its top)
+    (checkout / "pyproject.toml").write_text('[project]\nname = "other"\n')
+    assert export._source_commit() is None
 
 
 @pytest.mark.slow
