@@ -1,5 +1,6 @@
 """Replay buffer: wrap-around, dropping invalid rows, sampling, mirror augmentation."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -75,8 +76,7 @@ def test_sharded_layout_deals_slots_out_to_the_shards_in_turn():
     ordered = replay.to_slot_order(buf, 2)
     np.testing.assert_array_equal(ordered.data.value, [10, 11, 12, 13, 14, 0, 0, 0])
     back = replay.from_slot_order(ordered, 2)
-    for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(buf), strict=True):
-        np.testing.assert_array_equal(a, b)
+    chex.assert_trees_all_equal(back, buf)
     plain = replay.add(replay.init(8), _positions([10, 11, 12, 13, 14]), jnp.ones(5, bool))
     np.testing.assert_array_equal(plain.data.value, ordered.data.value)  # same slots
 
@@ -97,5 +97,4 @@ def test_one_shard_samples_as_the_whole_buffer_does():
     buf = replay.add(replay.init(8), _positions([1, 2, 3]), jnp.ones(3, bool))
     whole = replay.sample(buf, jax.random.key(3), 16)
     shard = replay.sample_shard(buf.data, buf.size, jnp.int32(0), 1, jax.random.key(3), 16)
-    for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(shard), strict=True):
-        np.testing.assert_array_equal(a, b)
+    chex.assert_trees_all_equal(whole, shard)

@@ -13,6 +13,7 @@ that cached result.
 import dataclasses
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -191,9 +192,9 @@ def test_positions_are_as_documented():
 def test_output_shapes_and_dtypes(algorithm, evaluation):
     out = _result(algorithm, evaluation)
     b = len(ALL_MOVES)
-    assert out.action.shape == (b,) and out.action.dtype == np.int32
-    assert out.policy.shape == (b, 7) and out.policy.dtype == np.float32
-    assert out.root_value.shape == (b,) and out.root_value.dtype == np.float32
+    chex.assert_shape([out.action, out.root_value], (b,))
+    chex.assert_shape(out.policy, (b, 7))
+    chex.assert_type([out.action, out.policy, out.root_value], [np.int32, np.float32, np.float32])
 
 
 @pytest.mark.parametrize("algorithm, evaluation", MODES)
@@ -436,8 +437,7 @@ def test_a_given_root_evaluation_replaces_the_roots_network_call():
     states = _states()
     own = search_fn(variables, jax.random.key(4), states)
     given = search_fn(variables, jax.random.key(4), states, root_eval=evaluate(variables, states))
-    for a, b in zip(jax.tree.leaves(own), jax.tree.leaves(given), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    chex.assert_trees_all_equal(own, given)
     # ... and it is really used: a uniform prior and zero value change the search.
     flat = (jnp.zeros((len(ALL_MOVES), env.NUM_ACTIONS)), jnp.zeros(len(ALL_MOVES)))
     other = search_fn(variables, jax.random.key(4), states, root_eval=flat)

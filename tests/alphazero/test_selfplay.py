@@ -1,5 +1,6 @@
 """Self-play: value targets for both players, tails carried across chunks, no waste."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -81,6 +82,11 @@ def test_real_search_selfplay_runs_and_targets_are_valid():
     )
     play = jax.jit(selfplay.make_selfplay(search_fn, num_steps=16))
     sp, positions, valid, metrics = play(variables, jax.random.key(0), selfplay.init(8))
+    rows = (selfplay.TAIL + 16) * 8  # the tail's and the chunk's candidate rows of B = 8 games
+    chex.assert_shape(positions.policy, (rows, env.NUM_ACTIONS))
+    chex.assert_shape([positions.value, valid], (rows,))
+    chex.assert_type([positions.policy, positions.value, valid], [np.float32, np.float32, bool])
+    chex.assert_trees_all_equal_shapes_and_dtypes(sp, selfplay.init(8))  # carried as it came
     valid = np.asarray(valid)
     assert valid.sum() > 0 and metrics["discarded_fraction"] == 0
     policy = np.asarray(positions.policy)[valid]
