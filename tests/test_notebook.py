@@ -1,10 +1,15 @@
 """notebooks/colab_tpu.ipynb runs from top to bottom: executed with nbclient on the CPU,
 its parameters cell replaced by the ``tiny`` preset's (as CI runs it)."""
 
+import importlib.util
+import io
 import json
 import os
 import re
+import subprocess
 import sys
+import types
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -173,3 +178,77 @@ def test_the_install_cell_finds_a_checkout_here_above_or_cloned_below(monkeypatc
     (tmp_path / "other").mkdir()
     monkeypatch.chdir(tmp_path)
     assert find() == clone
+
+
+class _NoPip:
+    """Stands in for subprocess.run in the install cell: records the pip command."""
+
+    def __init__(self):
+        self.commands = []
+
+    def __call__(self, command, *args, **kwargs):
+        self.commands.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+
+def _as_if_c4jax_were_missing(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "c4jax" else real(name, *a))
+    pip = _NoPip()
+    monkeypatch.setattr(subprocess, "run", pip)
+    return pip
+
+
+def _stopped_with(excinfo) -> str:
+    """The one line IPython (and Colab) show for the cell's Stop, in place of a traceback."""
+    assert excinfo.type.__name__ == "Stop", excinfo.value
+    lines = excinfo.value._render_traceback_()
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    return lines[0]
+
+
+def test_with_nowhere_to_install_from_it_says_what_to_set_in_one_line(monkeypatch, tmp_path):
+    pip = _as_if_c4jax_were_missing(monkeypatch)
+    with pytest.raises(Exception) as excinfo:  # the cell's Stop
+        _run_install_cell(monkeypatch, tmp_path, INSTALL=True)
+    line = _stopped_with(excinfo)
+    assert "set REPO_URL in the parameters cell" in line and "Run all" in line
+    assert pip.commands == []
+
+
+def test_it_installs_from_repo_url_or_the_github_repository_colab_opened(monkeypatch, tmp_path):
+    pip = _as_if_c4jax_were_missing(monkeypatch)
+    monkeypatch.delitem(sys.modules, "jax")  # a fresh session: JAX not imported yet
+    namespace = _run_install_cell(monkeypatch, tmp_path, INSTALL=True,
+                                  REPO_URL="https://github.com/someone/c4jax")
+    assert pip.commands[-1][-1] == "c4jax[solver,tensorboard] @ git+https://github.com/someone/c4jax"
+    assert namespace["c4jax"].__version__
+
+    # in Colab, opened from GitHub: the repository and branch come from the session's path
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    sessions = [{"name": "colab_tpu.ipynb", "path": "fileId=https%3A%2F%2Fgithub.com%2Fsomeone"
+                 "%2Fc4jax%2Fblob%2Fdev%2Fnotebooks%2Fcolab_tpu.ipynb"}]
+    monkeypatch.setattr(urllib.request, "urlopen",
+                        lambda *a, **k: io.BytesIO(json.dumps(sessions).encode()))
+    _run_install_cell(monkeypatch, tmp_path, INSTALL=True)
+    assert pip.commands[-1][-1] == (
+        "c4jax[solver,tensorboard,tpu] @ git+https://github.com/someone/c4jax@dev")
+
+
+def test_the_github_source_is_read_from_colab_s_session_paths(monkeypatch, tmp_path):
+    find = _run_install_cell(monkeypatch, tmp_path)["github_source"]
+    assert find(["/github/me/c4jax/blob/main/notebooks/colab_tpu.ipynb"]) == (
+        "https://github.com/me/c4jax", "main")
+    assert find(["fileId=1AbCdEf", "colab_tpu.ipynb"]) is None  # a Drive notebook: unknown
+
+
+def test_a_runtime_with_an_older_jax_gets_the_fix_in_one_line(monkeypatch, tmp_path):
+    import c4jax
+
+    monkeypatch.setattr(c4jax, "_jax_version", lambda: "0.4.33")
+    with pytest.raises(Exception) as excinfo:
+        _run_install_cell(monkeypatch, tmp_path)
+    line = _stopped_with(excinfo)
+    assert f"c4jax needs jax>={c4jax.MIN_JAX}; this runtime has jax 0.4.33" in line
+    assert "pip install -U" in line
