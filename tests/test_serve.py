@@ -76,6 +76,18 @@ def test_page_and_assets_are_served_locally(client):
                     "max_sims": MAX_SIMULATIONS}
 
 
+def test_the_page_has_room_for_its_words_and_undo(client):
+    """The players line, the key to the numbers and the colour legend that app.js fills,
+    and the Undo button (the browser tests check what they say)."""
+    page = client.get("/").text
+    for element in ('id="players"', 'id="heat-key"', 'id="legend"', 'id="undo"'):
+        assert element in page, element
+    assert page.index('id="players"') < page.index('id="board"')
+    script = client.get("/static/app.js").text
+    assert "C4.renderPlayers(" in script and "C4.renderLegend(" in script
+    assert ">q ${" not in script and ">n ${" not in script  # words, not q / n
+
+
 def test_state_of_a_position_and_a_human_move(client):
     data = client.post("/api/state", json={"moves": "4453"}).json()
     assert data["moves"] == "4453" and data["to_move"] == "x" and data["winner"] is None

@@ -1,11 +1,18 @@
-"""The web page end to end in a real headless Chromium (Debian's ``chromium``
-package, driven by playwright): click moves, see the agent reply and its heat
-map, undo, play to the end, and let two agents play a game.
+"""The web pages end to end in a real headless Chromium (Debian's ``chromium``
+package, driven by playwright). The served page: click moves, see the agent
+reply and its heat map with words for its numbers and a colour legend, undo,
+play to the end, let two agents play a game, and fit a phone's screen. The
+static page (``python -m c4jax.export web``): its numbers in words, undo, and a
+phone's screen (test_onnx.py plays it further).
 
 Skipped, with the reason, only where the ``chromium`` binary is missing
-(``.ci/run`` installs it with apt-get where it can).
+(``.ci/run`` installs it with apt-get where it can), and for the static page
+where onnxruntime-web's files cannot be had.
 """
 
+import functools
+import http.server
+import re
 import threading
 import time
 
@@ -35,6 +42,19 @@ def server_url(tiny_run):
     thread.join(10)
 
 
+def _players(page) -> list[str]:
+    return [item.text_content() for item in page.query_selector_all("#players .player")]
+
+
+def _stones(page) -> dict[str, list[tuple[str, str]]]:
+    """The stones on the board: mark -> [(column, row)...]."""
+    return {
+        mark: [(c.evaluate("e => e.parentNode.dataset.col"), c.get_attribute("data-row"))
+               for c in page.query_selector_all(f"#board .cell.{mark}")]
+        for mark in ("x", "o")
+    }
+
+
 def _moves(page) -> str:
     text = page.text_content("#moves")
     return "" if text.startswith("(") else text
@@ -58,6 +78,8 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
     page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
     assert page.input_value("#sims") == "4"
     assert "tiny run" in page.text_content("#source")
+    assert _players(page) == ["x (red, moves first): human", "o (yellow): agent"]
+    assert page.is_disabled("#undo")  # nothing to take back
 
     # A human move, and the agent's reply with its heat map.
     page.click('#board .col[data-col="4"]')
@@ -69,11 +91,26 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
     heat = page.query_selector_all("#heat .heat-cell")
     assert len(heat) == 7 and all("%" in cell.text_content() for cell in heat)
     assert "Agent (o) played column " + moves[1] in page.text_content("#value")
+    # The numbers in words: a value (for o, the agent, says the key above) and the visits.
+    for cell in heat:
+        value, visits = cell.query_selector(".q").inner_text(), cell.query_selector(".n")
+        assert re.fullmatch(r"value ([+-]\d\.\d\d|-)", value), value
+        assert re.fullmatch(r"\d+ visits?", visits.inner_text()), visits.inner_text()
+        assert "q " not in cell.text_content() and "n " not in cell.text_content()
+    assert "value of playing there for o (the agent" in page.text_content("#heat-key")
+    assert "for o (the agent)" in heat[int(moves[1]) - 1].get_attribute("title")
+    assert page.text_content("#legend .legend-title") == "Colour: the search's policy"
     policy_colour = heat[0].evaluate("e => e.style.background")
     page.select_option("#heat-by", "q")  # the heat map shows the values instead
     assert page.query_selector("#heat .heat-cell").evaluate("e => e.style.background") != (
         policy_colour
     )
+    # ... and its legend says what red and green mean, and for whom.
+    assert page.text_content("#legend .legend-title") == (
+        "Colour: the value of each move for o (the agent)"
+    )
+    assert page.text_content("#legend .low") == "-1: o loses"
+    assert page.text_content("#legend .high") == "+1: o wins"
     page.select_option("#heat-by", "policy")
     assert len(page.query_selector_all(".cell.last")) == 1
     assert len(page.query_selector_all(".cell.x")) == 1
@@ -115,6 +152,7 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
     page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
     page.select_option("#sims", "0")
     page.select_option("#player-x", "agent")
+    assert _players(page) == ["x (red, moves first): agent", "o (yellow): agent"]
     page.wait_for_selector("#status.over", timeout=TIMEOUT_MS)
     final = _moves(page)
     assert len(final) >= 7 and "(agent)" in page.text_content("#status")
@@ -183,5 +221,166 @@ def test_the_shared_board_script_guards_the_clicks(browser, server_url):
     page.wait_for_timeout(300)
     assert _moves(page) == final and len(_state_posts(requests)) == posts
     assert not held and not errors, errors
+    assert not page.text_content("#error")
+    page.close()
+
+
+@pytest.mark.slow
+def test_undo_restores_the_position_and_the_moves(browser, server_url):
+    page = browser.new_page(viewport={"width": 640, "height": 900})
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(server_url + "/")
+    page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
+    page.click('#board .col[data-col="4"]')
+    _wait_moves(page, "m.length === 2")
+    first, board = _moves(page), _stones(page)
+    page.click('#board .col[data-col="1"]')
+    _wait_moves(page, "m.length === 4")
+    assert _moves(page).startswith(first + "1") and not page.is_disabled("#undo")
+
+    # Undo: back to before the human's last move and the agent's reply.
+    page.click("#undo")
+    _wait_moves(page, "m.length === 2")
+    page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
+    assert _moves(page) == first and _stones(page) == board
+    assert len(page.query_selector_all(".cell.last")) == 1
+    assert page.wait_for_selector("#board .col.playable", timeout=TIMEOUT_MS)
+    page.click("#undo")
+    _wait_moves(page, "m.length === 0")
+    assert _stones(page) == {"x": [], "o": []} and page.is_disabled("#undo")
+
+    # The human plays o: the agent's opening move stays, undo takes back o's move and x's reply.
+    page.select_option("#player-o", "human")
+    page.select_option("#player-x", "agent")
+    _wait_moves(page, "m.length === 1")
+    page.wait_for_selector("text=o (human) to move", timeout=TIMEOUT_MS)
+    assert page.is_disabled("#undo")
+    opening = _moves(page)
+    page.click('#board .col[data-col="7"]')
+    _wait_moves(page, "m.length === 3")
+    page.click("#undo")
+    _wait_moves(page, "m.length === 1")
+    page.wait_for_selector("text=o (human) to move", timeout=TIMEOUT_MS)
+    assert _moves(page) == opening and len(page.query_selector_all(".cell.x, .cell.o")) == 1
+    assert not errors, errors
+    assert not page.text_content("#error")
+    page.close()
+
+
+def _fits_a_phone(page):
+    """At 375 px: nothing wider than the screen, the heat cells over their columns, and
+    every control on screen."""
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    cells = page.query_selector_all("#heat .heat-cell")
+    cols = page.query_selector_all("#board .col")
+    assert len(cells) == len(cols) == 7
+    for cell, col in zip(cells, cols, strict=True):
+        a, b = cell.bounding_box(), col.bounding_box()
+        assert abs((a["x"] + a["width"] / 2) - (b["x"] + b["width"] / 2)) < 3, (a, b)
+        assert b["x"] >= 0 and b["x"] + b["width"] <= 375
+    for control in page.query_selector_all("#controls select, #controls button"):
+        box = control.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 375, box
+        assert box["height"] >= 20  # big enough to tap
+
+
+@pytest.mark.slow
+def test_the_page_on_a_phone(browser, server_url, tmp_path):
+    page = browser.new_page(viewport={"width": 375, "height": 740}, device_scale_factor=2)
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(server_url + "/")
+    page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
+    page.click('#board .col[data-col="4"]')
+    _wait_moves(page, "m.length === 2")
+    _fits_a_phone(page)
+    page.select_option("#heat-by", "q")
+    _fits_a_phone(page)
+    legend = page.query_selector("#legend .legend-strip").bounding_box()
+    assert legend["width"] > 100 and legend["x"] + legend["width"] <= 375
+    page.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
+    assert not errors, errors
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def static_url(tmp_path_factory):
+    """The static page of the pretrained agent, served by http.server on a free local port."""
+    onnx_export = pytest.importorskip("c4jax.web.onnx")
+    from c4jax import export
+
+    try:
+        ort_dir = onnx_export.ort_dist()
+    except onnx_export.OrtWebUnavailable as err:
+        pytest.skip(f"onnxruntime-web unavailable: {err}")
+    out = tmp_path_factory.mktemp("static") / "page"
+    assert export.main(["web", str(out), "--ort-dir", str(ort_dir)]) == 0
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(out))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join(10)
+
+
+@pytest.mark.slow
+def test_the_static_page_labels_its_numbers_and_undoes(browser, static_url, tmp_path):
+    page = browser.new_page(viewport={"width": 640, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(static_url + "/")
+    page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
+    assert _players(page) == ["x (red, moves first): you", "o (yellow): the network"]
+    assert page.is_disabled("#undo")
+
+    # The network alone: its move probability and the logit, named.
+    page.click('#board .col[data-col="4"]')
+    _wait_moves(page, "m.length === 2")
+    first, board = _moves(page), _stones(page)
+    heat = page.query_selector_all("#heat .heat-cell")
+    for cell in heat:
+        assert re.fullmatch(r"logit -?\d+\.\d\d", cell.query_selector(".n").inner_text())
+    assert "network's probability of playing there" in page.text_content("#heat-key")
+    assert page.text_content("#legend .legend-title") == "Colour: the network's move probability"
+    assert "its value of the position, for o:" in page.text_content("#value")
+    assert "(+1 = it wins, -1 = it loses)" in page.text_content("#value")
+
+    # Undo takes back your move and the network's reply.
+    page.click('#board .col[data-col="1"]')
+    _wait_moves(page, "m.length === 4")
+    page.click("#undo")
+    _wait_moves(page, "m.length === 2")
+    page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
+    assert _moves(page) == first and _stones(page) == board
+    assert not page.query_selector_all("#heat .heat-cell.chosen")  # the old numbers are gone
+    page.click("#undo")
+    _wait_moves(page, "m.length === 0")
+    assert _stones(page) == {"x": [], "o": []} and page.is_disabled("#undo")
+
+    # With search: the value (for o) and the visits, named.
+    page.select_option("#sims", "16")
+    page.click('#board .col[data-col="4"]')
+    _wait_moves(page, "m.length === 2")
+    page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
+    for cell in page.query_selector_all("#heat .heat-cell"):
+        assert re.fullmatch(r"value ([+-]\d\.\d\d|-)", cell.query_selector(".q").inner_text())
+        assert re.fullmatch(r"\d+ visits?", cell.query_selector(".n").inner_text())
+    assert "the value of playing there for o (the network" in page.text_content("#heat-key")
+    assert page.text_content("#legend .legend-title") == "Colour: the share of the simulations"
+    page.screenshot(path=str(tmp_path / "static.png"), full_page=True)
+
+    # On a phone's screen.
+    page.set_viewport_size({"width": 375, "height": 740})
+    _fits_a_phone(page)
+    page.screenshot(path=str(tmp_path / "static_phone.png"), full_page=True)
+    assert not errors, errors
     assert not page.text_content("#error")
     page.close()

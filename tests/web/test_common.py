@@ -28,10 +28,12 @@ def test_both_pages_load_the_common_script_before_their_own(page):
     assert scripts.index(PAGES[page]) == len(scripts) - 2 and scripts[-1].endswith("app.js")
     # The app keeps only what differs: no board, status or guard code of its own.
     app = (WEB / page / "app.js").read_text()
-    for shared in ("C4.renderBoard(", "C4.renderStatus(", "C4.renderHeat(", "C4.showMoves("):
+    for shared in ("C4.renderBoard(", "C4.renderStatus(", "C4.renderHeat(", "C4.showMoves(",
+                   "C4.renderPlayers(", "C4.renderLegend(", "C4.heatStyle(", "C4.undoTarget("):
         assert shared in app, (page, shared)
     for copied in ("function renderBoard", "function renderStatus", "function playable",
-                   'createElement("div")', "classList.add(\"win\")"):
+                   'createElement("div")', "classList.add(\"win\")", "rgba(",
+                   "linear-gradient", "function undoTarget"):
         assert copied not in app, (page, copied)
 
 
@@ -44,8 +46,9 @@ def test_the_common_script_defines_one_global_and_needs_no_build():
 # --- The script in a browser, on a page with the elements it writes into. ---
 
 PAGE = """<!doctype html><html><body>
-<p id="status">Loading the page...</p><div id="heat"></div><div id="board"></div>
-<code id="moves"></code></body></html>"""
+<p id="players" class="players"></p>
+<p id="status">Loading the page...</p><div id="heat"></div><div id="legend" class="legend"></div>
+<div id="board"></div><code id="moves"></code></body></html>"""
 
 # A page of its own for the script: a game the test sets with `setGame`, clicks recorded.
 HARNESS = """() => {
@@ -194,3 +197,70 @@ def test_the_heat_row(page):
     cells = page.query_selector_all("#heat .heat-cell")
     assert [c.get_attribute("data-col") for c in cells] == [str(c) for c in range(1, 8)]
     assert [c.text_content() for c in cells] == [str(10 * c) for c in range(7)]
+
+
+@pytest.mark.slow
+def test_what_undo_takes_back(page):
+    cases = [  # (moves, the marks people play) -> what Undo goes back to
+        ("4453", ["x"], "44"),   # x's last move (5) and o's reply (3)
+        ("445", ["x"], "44"),    # x's last move; the agent has not replied yet
+        ("4", ["x"], ""),
+        ("", ["x"], None),       # nothing to take back
+        ("4", ["o"], None),      # the agent's first move only: no person's move yet
+        ("453", ["o"], "4"),     # o's move (5) and x's reply (3)
+        ("4453", ["x", "o"], "445"),  # two people: one move
+        ("4453", [], "445"),     # two agents: one move
+        ("", [], None),
+    ]
+    for moves, humans, want in cases:
+        got = page.evaluate(
+            "([moves, humans]) => C4.undoTarget(moves, (m) => humans.includes(m))",
+            [moves, humans],
+        )
+        assert got == want, (moves, humans, got)
+
+
+@pytest.mark.slow
+def test_the_players_line_says_which_colour_is_whose(page):
+    page.evaluate("""() => { state.humans = ["o"];
+      C4.renderPlayers(document.getElementById("players"), game,
+        (mark, colour, human) => `${mark} (${colour}): ${human ? "human" : "agent"}`); }""")
+    items = page.query_selector_all("#players .player")
+    assert [i.text_content() for i in items] == ["x (red): agent", "o (yellow): human"]
+    # The stone beside each is drawn in that side's colour on the board.
+    page.evaluate("() => { state.view = viewOf('45'); show(); }")
+    colour = "e => getComputedStyle(e).backgroundColor"
+    for mark in ("x", "o"):
+        stone = page.query_selector(f'#players .player[data-mark="{mark}"] .stone')
+        cell = page.query_selector(f"#board .cell.{mark}")
+        assert stone.evaluate(colour) == cell.evaluate(colour) != "rgba(0, 0, 0, 0)", mark
+    assert page.evaluate("C4.COLOURS") == {"x": "red", "o": "yellow"}
+    assert page.evaluate("getComputedStyle(document.querySelector('.cell.x')).backgroundColor") \
+        == "rgb(221, 51, 51)"  # red, as the words say (--x: #d33)
+
+
+@pytest.mark.slow
+def test_the_heat_colours_and_their_legend(page):
+    style = page.evaluate("""() => [C4.heatStyle("value", -1), C4.heatStyle("value", 0),
+      C4.heatStyle("value", 1), C4.heatStyle("value", null), C4.heatStyle("share", 0),
+      C4.heatStyle("share", 1)]""")
+    assert style[0]["background"].startswith("rgba(118, 42, 131")  # a loss: purple (not x's red)
+    assert style[2]["background"].startswith("rgba(27, 120, 55")  # a win: green
+    assert style[1]["background"].endswith(", 0.000)") and style[3]["background"] == "#fff"
+    assert style[4]["color"] == "#222" and style[5]["color"] == "#fff"  # dark blue: white text
+    page.evaluate("""() => C4.renderLegend(document.getElementById("legend"), "value",
+      "Colour: the value for o", ["-1: o loses", "0: a draw", "+1: o wins"])""")
+    assert page.text_content("#legend .legend-title") == "Colour: the value for o"
+    words = [page.text_content(f"#legend .legend-words .{w}") for w in ("low", "mid", "high")]
+    assert words == ["-1: o loses", "0: a draw", "+1: o wins"]
+    strip = page.query_selector("#legend .legend-strip").evaluate("e => e.style.background")
+    # The strip runs through the cells' own colours: purple at the loss end, green at the win.
+    assert strip.index("rgba(118, 42, 131") < strip.index("rgba(27, 120, 55"), strip
+    assert page.query_selector("#legend .legend-strip").bounding_box()["width"] > 100
+    page.evaluate("""() => C4.renderLegend(document.getElementById("legend"), "share",
+      "Colour: the policy", ["least", "", "most"])""")
+    assert page.get_attribute("#legend", "data-kind") == "share"
+    assert "rgba(31, 79, 168" in page.query_selector("#legend .legend-strip").evaluate(
+        "e => e.style.background")
+    assert page.evaluate("[C4.count(1, 'visit'), C4.count(0, 'visit'), C4.count(12, 'visit')]") \
+        == ["1 visit", "0 visits", "12 visits"]

@@ -15,21 +15,42 @@
 //     busy while an agent move is on its way, human(mark) true where a person plays `mark`.
 //   game.play(col) -> the person's move in column col (1-7), once the guard let it through.
 // The shared code asks view() and turn() afresh at every render and every click.
+//
+// Also shared: the line saying which colour is which side and who plays it
+// (renderPlayers), the colours of the heat map above the board and their legend
+// (heatStyle, renderLegend), words for counts (count), and what Undo takes back
+// (undoTarget).
 "use strict";
 
 const C4 = (() => {
   const ROWS = 6, COLS = 7;
   const MARKS = ["x", "o"];  // x moves first
+  const COLOURS = { x: "red", o: "yellow" };  // style.css's --x and --o, in words
 
   const $ = (id) => document.getElementById(id);
 
   // A value with its sign and two decimals; "-" where there is none.
   function fmt(x) { return x === null || x === undefined ? "-" : (x >= 0 ? "+" : "") + x.toFixed(2); }
 
+  // `n` and the word, plural unless n is 1: count(1, "visit") -> "1 visit".
+  function count(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+
   // --- Move strings: the columns played, digits 1-7 (Pons style). ---
 
   // The side to move after `moves`.
   function moverOf(moves) { return MARKS[moves.length % 2]; }
+
+  // What Undo goes back to: the moves before the last one a person played (so it takes
+  // back that move and the agent's replies after it), with human(mark) true where a
+  // person plays mark; with no person at all, the moves before the last one. null when
+  // there is nothing to take back.
+  function undoTarget(moves, human) {
+    if (!MARKS.some(human)) return moves ? moves.slice(0, -1) : null;
+    for (let i = moves.length - 1; i >= 0; i--) {
+      if (human(moverOf(moves.slice(0, i)))) return moves.slice(0, i);
+    }
+    return null;
+  }
 
   // The move string as the pages show it: `empty` when no move was played.
   function showMoves(el, moves, empty) { el.textContent = moves || empty; }
@@ -85,6 +106,75 @@ const C4 = (() => {
     }
   }
 
+  // --- The heat map's colours: a share (0-1, of the largest shown) in shades of blue,
+  // a value (-1 a loss .. +1 a win, null where there is none) from purple through white
+  // to green (not red: x's stones are red; and purple/green reads in red-green colour
+  // blindness). { background, color } for a .heat-cell. ---
+
+  const HEAT_BLUE = "31, 79, 168", HEAT_LOSS = "118, 42, 131", HEAT_WIN = "27, 120, 55";
+
+  function heatStyle(kind, x) {
+    if (kind === "value") {
+      if (x === null || x === undefined) return { background: "#fff", color: "#222" };
+      const alpha = Math.min(1, Math.abs(x)) * 0.85;
+      const rgb = x >= 0 ? HEAT_WIN : HEAT_LOSS;
+      return { background: `rgba(${rgb}, ${alpha.toFixed(3)})`, color: alpha > 0.45 ? "#fff" : "#222" };
+    }
+    const strength = Math.max(0, Math.min(1, x));
+    return {
+      background: `rgba(${HEAT_BLUE}, ${(0.08 + 0.85 * strength).toFixed(3)})`,
+      color: strength > 0.5 ? "#fff" : "#222",
+    };
+  }
+
+  // --- The legend of the heat map's colours, into el (a .legend): `title`, then a strip
+  // of the colours with the words `ends` = [low, middle, high] (middle may be "") under
+  // it. kind: "share" or "value", as for heatStyle. ---
+
+  function renderLegend(el, kind, title, ends) {
+    el.textContent = "";
+    const head = document.createElement("span");
+    head.className = "legend-title";
+    head.textContent = title;
+    const strip = document.createElement("span");
+    strip.className = "legend-strip";
+    const stops = kind === "value" ? [-1, -0.5, 0, 0.5, 1] : [0, 0.25, 0.5, 0.75, 1];
+    strip.style.background = `linear-gradient(to right, ${
+      stops.map((x) => heatStyle(kind, x).background).join(", ")})`;
+    const words = document.createElement("span");
+    words.className = "legend-words";
+    for (const [i, text] of ends.entries()) {
+      const word = document.createElement("span");
+      word.className = ["low", "mid", "high"][i];
+      word.textContent = text;
+      words.appendChild(word);
+    }
+    const key = document.createElement("span");
+    key.className = "legend-key";
+    key.append(strip, words);
+    el.append(head, key);
+    el.dataset.kind = kind;
+  }
+
+  // --- The players line, into el: for x then o, a stone of its colour and
+  // words(mark, colour, human) with human = turn.human(mark), e.g. "x (red, moves
+  // first): you". ---
+
+  function renderPlayers(el, game, words) {
+    const turn = game.turn();
+    el.textContent = "";
+    for (const mark of MARKS) {
+      const item = document.createElement("span");
+      item.className = "player";
+      item.dataset.mark = mark;
+      const stone = document.createElement("span");
+      stone.className = "stone " + mark;
+      stone.setAttribute("aria-hidden", "true");
+      item.append(stone, words(mark, COLOURS[mark], turn.human(mark)));
+      el.appendChild(item);
+    }
+  }
+
   // --- The status line: who has won, or who is to move; class "over" once the game is.
   // The words are the page's: words.draw, words.wins(who), words.thinking(mark, who),
   // words.toMove(who, human), with who = words.who(mark, human). Before the page is
@@ -112,7 +202,7 @@ const C4 = (() => {
   }
 
   return Object.freeze({
-    ROWS, COLS, MARKS, $, fmt, moverOf, showMoves, playable, renderBoard, renderHeat,
-    renderStatus,
+    ROWS, COLS, MARKS, COLOURS, $, fmt, count, moverOf, undoTarget, showMoves, playable,
+    renderBoard, renderHeat, heatStyle, renderLegend, renderPlayers, renderStatus,
   });
 })();

@@ -52,44 +52,61 @@ const STATUS_WORDS = {
   toMove: (who, human) => `${who} to move${human ? ": click a column." : "."}`,
 };
 
+const PLAYER_WORDS = (mark, colour, human) =>
+  `${mark} (${colour}${mark === "x" ? ", moves first" : ""}): ${human ? "human" : "agent"}`;
+
 function renderHeat() {
+  const byValue = $("heat-by").value === "q";
   const maxP = analysis ? Math.max(...analysis.policy, 1e-9) : 1;
+  const mark = analysis ? analysis.mark : "";
   C4.renderHeat($("heat"), (cell, c) => {
-    if (analysis) {
-      const p = analysis.policy[c];
-      const q = analysis.q[c];
-      if ($("heat-by").value === "q") {  // red (-1, a loss) .. white .. green (+1, a win)
-        const alpha = q === null ? 0 : Math.min(1, Math.abs(q)) * 0.85;
-        cell.style.background = q === null ? "#fff"
-          : q >= 0 ? `rgba(20, 150, 60, ${alpha.toFixed(3)})` : `rgba(200, 40, 40, ${alpha.toFixed(3)})`;
-        cell.style.color = alpha > 0.45 ? "#fff" : "#222";
-      } else {
-        const strength = p / maxP;
-        cell.style.background = `rgba(31, 79, 168, ${(0.08 + 0.85 * strength).toFixed(3)})`;
-        cell.style.color = strength > 0.5 ? "#fff" : "#222";
-      }
-      if (analysis.chosen === c) cell.classList.add("chosen");
-      const open = p > 0 || analysis.visits[c] > 0;
-      cell.innerHTML = `<div class="p">${open ? (100 * p).toFixed(1) + "%" : "-"}</div>`
-        + `<div class="q">q ${fmt(analysis.q[c])}</div><div class="n">n ${analysis.visits[c]}</div>`;
-      cell.title = `column ${c + 1}: policy ${(100 * p).toFixed(1)}%, value ${fmt(analysis.q[c])},`
-        + ` ${analysis.visits[c]} simulations`;
-    } else {
+    if (!analysis) {
       cell.innerHTML = `<div class="p">-</div>`;
+      return;
     }
+    const p = analysis.policy[c];
+    const q = analysis.q[c];
+    const n = analysis.visits[c];
+    const style = byValue ? C4.heatStyle("value", q) : C4.heatStyle("share", p / maxP);
+    cell.style.background = style.background;
+    cell.style.color = style.color;
+    if (analysis.chosen === c) cell.classList.add("chosen");
+    const open = p > 0 || n > 0;
+    cell.innerHTML = `<div class="p">${open ? (100 * p).toFixed(1) + "%" : "-"}</div>`
+      + `<div class="q"><span class="word">value </span>${fmt(q)}</div>`
+      + `<div class="n">${n} <span class="word">${n === 1 ? "visit" : "visits"}</span></div>`;
+    cell.title = `column ${c + 1}: the search's policy ${(100 * p).toFixed(1)}%; `
+      + (q === null ? "not searched" : `value of this move for ${mark} (the agent): ${fmt(q)}`
+        + " (-1 it loses, +1 it wins)")
+      + `; ${C4.count(n, "visit")}`;
   });
+  $("heat-key").textContent = analysis
+    ? `Above each column: the search's policy (%), the value of playing there for ${mark}`
+      + ` (the agent; -1 it loses, +1 it wins) and the simulations spent on it (visits).`
+    : "";
+  if (!analysis) {
+    $("legend").textContent = "";
+  } else if (byValue) {
+    C4.renderLegend($("legend"), "value", `Colour: the value of each move for ${mark} (the agent)`,
+      [`-1: ${mark} loses`, "0: a draw", `+1: ${mark} wins`]);
+  } else {
+    C4.renderLegend($("legend"), "share", "Colour: the search's policy",
+      ["least", "", "the agent's favourite"]);
+  }
   $("value").textContent = analysis
-    ? `Agent (${analysis.mark}) played column ${analysis.chosen + 1} (${analysis.rule || "its choice"});`
-      + ` its value of the position: ${fmt(analysis.value)} (+1 = it wins, -1 = it loses).`
-    : "The agent's view of each column shows here after its move.";
+    ? `Agent (${mark}) played column ${analysis.chosen + 1} (${analysis.rule || "its choice"});`
+      + ` its value of the position, for ${mark}: ${fmt(analysis.value)}`
+      + ` (+1 = it wins, -1 = it loses).`
+    : "The agent's view of each column shows above the board after its move.";
 }
 
 function render() {
+  C4.renderPlayers($("players"), game, PLAYER_WORDS);
   C4.renderBoard($("board"), game);
   renderHeat();
   C4.renderStatus($("status"), game, STATUS_WORDS);
   C4.showMoves($("moves"), moves, "(empty board)");
-  $("undo").disabled = moves.length === 0;
+  $("undo").disabled = C4.undoTarget(moves, game.turn().human) === null;
 }
 
 async function setPosition(newMoves) {
@@ -154,14 +171,11 @@ function newGame() {
   setPosition("");
 }
 
+// Takes back the last move a person played and the agent's reply (one move when no
+// person plays), as C4.undoTarget says.
 function undo() {
-  if (!moves) return;
-  let back = moves.slice(0, -1);
-  const humans = ["x", "o"].filter((m) => controller(m) === "human");
-  // Back to the last position where a human is to move (if anyone is human).
-  while (back.length > 0 && humans.length > 0 && !humans.includes(C4.moverOf(back))) {
-    back = back.slice(0, -1);
-  }
+  const back = C4.undoTarget(moves, game.turn().human);
+  if (back === null) return;
   analysis = null;
   setPosition(back);
 }
@@ -184,8 +198,9 @@ async function init() {
       option.selected = n === info.default_sims;
       $("sims").appendChild(option);
     }
-    $("source").textContent = `Agent: ${info.source || info.agents[0]}`
-      + ` (${info.default_sims} simulations per move by default).`;
+    const source = info.source || info.agents[0];
+    $("source").textContent = `Agent: ${source}` + (/simulations/.test(source) ? "."
+      : ` (${info.default_sims} simulations per move by default).`);
   } catch (err) {
     showError(err.message);
   }

@@ -12,7 +12,7 @@ const ABOUT = JSON.parse(document.getElementById("about").textContent);
 let session = null;      // the onnxruntime-web InferenceSession of model.onnx
 let game = null;         // the game on the board (newGameState())
 let analysis = null;     // the network's view before its last move (see agentMove)
-let generation = 0;      // bumped by new game: a late network move is dropped
+let generation = 0;      // bumped by new game and undo: a late network move is dropped
 let busy = false;        // a network move is on its way
 
 const markOf = (player) => C4.MARKS[player - 1];
@@ -194,33 +194,64 @@ const STATUS_WORDS = {  // no `loading`: the text stays "Loading the network..."
   toMove: (who) => `${who} to move`,
 };
 
+const PLAYER_WORDS = (mark, colour, human) =>
+  `${mark} (${colour}${mark === "x" ? ", moves first" : ""}): ${human ? "you" : "the network"}`;
+
 function renderHeat() {
+  const a = analysis;
+  const maxP = a ? Math.max(...a.policy, 1e-9) : 1;
   C4.renderHeat($("heat"), (cell, c) => {
-    if (analysis) {
-      const a = analysis;
-      const p = a.policy[c];
-      const share = a.legal.includes(c) ? (100 * p).toFixed(1) + "%" : "-";
-      cell.style.background = `rgba(211, 51, 51, ${(0.08 + 0.8 * p).toFixed(3)})`;
-      if (c === a.col) cell.classList.add("chosen");
-      const detail = a.sims === 0 ? a.logits[c].toFixed(2)
-        : `${a.q[c] === null ? "-" : fmt(a.q[c])}<br>${a.N[c]}`;
-      cell.innerHTML = `<div class="p">${share}</div><div class="detail">${detail}</div>`;
-      cell.title = `column ${c + 1}: ${a.sims ? "visits" : "policy"} ${share}, `
-        + `logit ${a.logits[c].toFixed(3)}`;
-    }
+    if (!a) return;
+    const p = a.policy[c];
+    const share = a.legal.includes(c) ? (100 * p).toFixed(1) + "%" : "-";
+    const style = C4.heatStyle("share", p / maxP);
+    cell.style.background = style.background;
+    cell.style.color = style.color;
+    if (c === a.col) cell.classList.add("chosen");
+    // .detail: the logit, or the visits, alone (a number to read back).
+    const detail = a.sims === 0
+      ? `<div class="n"><span class="word">logit </span><span class="detail">`
+        + `${a.logits[c].toFixed(2)}</span></div>`
+      : `<div class="q"><span class="word">value </span>${a.q[c] === null ? "-" : fmt(a.q[c])}`
+        + `</div><div class="n"><span class="detail">${a.N[c]}</span>`
+        + ` <span class="word">${a.N[c] === 1 ? "visit" : "visits"}</span></div>`;
+    cell.innerHTML = `<div class="p">${share}</div>${detail}`;
+    cell.title = `column ${c + 1}: `
+      + (a.sims ? `${share} of the simulations, value for ${a.mark} `
+        + `${a.q[c] === null ? "- (not tried)" : fmt(a.q[c])}, ${C4.count(a.N[c], "visit")}, `
+        : `move probability ${share}, `)
+      + `logit ${a.logits[c].toFixed(3)}`;
   });
-  $("value").textContent = analysis
-    ? `Network (${analysis.mark}) played column ${analysis.col + 1}`
-      + (analysis.sims ? ` after ${analysis.sims} simulations; its value of the move: `
-        : " (no search); its value of the position: ") + fmt(analysis.value)
+  if (!a) {
+    $("heat-key").textContent = "";
+    $("legend").textContent = "";
+  } else if (a.sims === 0) {
+    $("heat-key").textContent = "Above each column: the network's probability of playing there"
+      + " (%, from its policy) and the raw logit that probability comes from.";
+    C4.renderLegend($("legend"), "share", "Colour: the network's move probability",
+      ["least", "", "the network's favourite"]);
+  } else {
+    $("heat-key").textContent = `Above each column: the share of the ${a.sims} simulations`
+      + ` spent on it (%), the value of playing there for ${a.mark} (the network; -1 it`
+      + " loses, +1 it wins) and the simulations (visits).";
+    C4.renderLegend($("legend"), "share", "Colour: the share of the simulations",
+      ["least", "", "the most searched"]);
+  }
+  $("value").textContent = a
+    ? `Network (${a.mark}) played column ${a.col + 1}`
+      + (a.sims ? ` after ${a.sims} simulations; its value of the move, for ${a.mark}: `
+        : ` (no search); its value of the position, for ${a.mark}: `) + fmt(a.value)
+      + " (+1 = it wins, -1 = it loses)."
     : "";
 }
 
 function render() {
+  C4.renderPlayers($("players"), page, PLAYER_WORDS);
   C4.renderBoard($("board"), page);
   renderHeat();
   C4.renderStatus($("status"), page, STATUS_WORDS);
   C4.showMoves($("moves"), game.moves, "(none)");
+  $("undo").disabled = C4.undoTarget(game.moves, page.turn().human) === null;
 }
 
 async function agentMove() {
@@ -260,8 +291,23 @@ function newGame() {
   agentMove();
 }
 
+// Takes back your last move and the network's reply (a late reply is dropped).
+function undo() {
+  const back = C4.undoTarget(game.moves, page.turn().human);
+  if (back === null) return;
+  generation += 1;
+  busy = false;
+  game = newGameState();
+  for (const d of back) drop(game, Number(d) - 1);
+  analysis = null;
+  $("error").textContent = "";
+  render();
+  agentMove();
+}
+
 async function main() {
   $("new-game").addEventListener("click", newGame);
+  $("undo").addEventListener("click", undo);
   $("first").addEventListener("change", newGame);
   newGame();
   try {
