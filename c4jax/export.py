@@ -26,21 +26,32 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
-import c4jax
 from c4jax.store import checkpoints, exported
 
 
-def _source_commit() -> str | None:
-    """The commit of the git checkout c4jax itself is imported from, or None.
+def _version() -> str:
+    """c4jax's version from the installed metadata (``0+unknown`` if never installed)."""
+    try:
+        return metadata.version("c4jax")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _source_commit(package: Path | None = None) -> str | None:
+    """The commit of the git checkout c4jax itself runs from, or None.
 
     None for an installed package (site-packages), even one inside a user's own git
     repository (a virtual environment in a project folder): only a checkout whose
     top level holds this very package and c4jax's pyproject.toml counts, never the
     working directory's repository.
+
+    Args:
+      package: the c4jax package directory (default: this module's).
     """
-    package = Path(c4jax.__file__).resolve().parent
+    package = Path(__file__).resolve().parent if package is None else package.resolve()
     root = package.parent
     pyproject = root / "pyproject.toml"
     try:
@@ -126,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     info = {
         "source_run": Path(run).name,
-        "c4jax_version": c4jax.__version__,
+        "c4jax_version": _version(),
         "commit": _source_commit(),
         "training_seconds": _wall_time(Path(run), restored.step),
         "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -95,9 +95,8 @@ def test_an_installed_c4jax_inside_someone_s_git_repository_records_no_commit(
     package = users_repo / ".venv" / "lib" / "python3.11" / "site-packages" / "c4jax"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    monkeypatch.setattr(c4jax, "__file__", str(package / "__init__.py"))
     monkeypatch.chdir(users_repo)
-    assert export._source_commit() is None
+    assert export._source_commit(package) is None
 
 
 def test_a_git_checkout_of_c4jax_records_its_own_commit(tmp_path, monkeypatch):
@@ -106,13 +105,14 @@ def test_a_git_checkout_of_c4jax_records_its_own_commit(tmp_path, monkeypatch):
     (checkout / "c4jax" / "__init__.py").write_text("")
     (checkout / "pyproject.toml").write_text('[project]\nname = "c4jax"\n')
     commit = _git_repository(checkout)
-    monkeypatch.setattr(c4jax, "__file__", str(checkout / "c4jax" / "__init__.py"))
     _git_repository(tmp_path / "elsewhere")
     monkeypatch.chdir(tmp_path / "elsewhere")
-    assert export._source_commit() == commit
+    assert export._source_commit(checkout / "c4jax") == commit
     # a folder named c4jax inside another project (no c4jax pyproject.toml at its top)
     (checkout / "pyproject.toml").write_text('[project]\nname = "other"\n')
-    assert export._source_commit() is None
+    assert export._source_commit(checkout / "c4jax") is None
+    # and this module's own package: this checkout's commit, or None when installed
+    assert export._source_commit() == _checkout_commit()
 
 
 @pytest.mark.slow
