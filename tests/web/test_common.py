@@ -264,3 +264,5 @@ def test_the_heat_colours_and_their_legend(page):
         "e => e.style.background")
     assert page.evaluate("[C4.count(1, 'visit'), C4.count(0, 'visit'), C4.count(12, 'visit')]") \
         == ["1 visit", "0 visits", "12 visits"]
+    assert page.evaluate("[C4.pct(1), C4.pct(0.99949), C4.pct(0.123), C4.pct(0)]") == [
+        "100%", "99.9%", "12.3%", "0.0%"]

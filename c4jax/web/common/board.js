@@ -32,6 +32,9 @@ const C4 = (() => {
   // A value with its sign and two decimals; "-" where there is none.
   function fmt(x) { return x === null || x === undefined ? "-" : (x >= 0 ? "+" : "") + x.toFixed(2); }
 
+  // A share (0-1) in percent, one decimal ("100%" whole, to fit a phone's column).
+  function pct(p) { return p >= 0.9995 ? "100%" : (100 * p).toFixed(1) + "%"; }
+
   // `n` and the word, plural unless n is 1: count(1, "visit") -> "1 visit".
   function count(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
 
@@ -202,7 +205,7 @@ const C4 = (() => {
   }
 
   return Object.freeze({
-    ROWS, COLS, MARKS, COLOURS, $, fmt, count, moverOf, undoTarget, showMoves, playable,
+    ROWS, COLS, MARKS, COLOURS, $, fmt, pct, count, moverOf, undoTarget, showMoves, playable,
     renderBoard, renderHeat, heatStyle, renderLegend, renderPlayers, renderStatus,
   });
 })();

@@ -72,10 +72,10 @@ function renderHeat() {
     cell.style.color = style.color;
     if (analysis.chosen === c) cell.classList.add("chosen");
     const open = p > 0 || n > 0;
-    cell.innerHTML = `<div class="p">${open ? (100 * p).toFixed(1) + "%" : "-"}</div>`
+    cell.innerHTML = `<div class="p">${open ? C4.pct(p) : "-"}</div>`
       + `<div class="q"><span class="word">value </span>${fmt(q)}</div>`
       + `<div class="n">${n} <span class="word">${n === 1 ? "visit" : "visits"}</span></div>`;
-    cell.title = `column ${c + 1}: the search's policy ${(100 * p).toFixed(1)}%; `
+    cell.title = `column ${c + 1}: the search's policy ${C4.pct(p)}; `
       + (q === null ? "not searched" : `value of this move for ${mark} (the agent): ${fmt(q)}`
         + " (-1 it loses, +1 it wins)")
       + `; ${C4.count(n, "visit")}`;

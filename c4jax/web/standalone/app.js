@@ -203,7 +203,7 @@ function renderHeat() {
   C4.renderHeat($("heat"), (cell, c) => {
     if (!a) return;
     const p = a.policy[c];
-    const share = a.legal.includes(c) ? (100 * p).toFixed(1) + "%" : "-";
+    const share = a.legal.includes(c) ? C4.pct(p) : "-";
     const style = C4.heatStyle("share", p / maxP);
     cell.style.background = style.background;
     cell.style.color = style.color;
