@@ -309,17 +309,6 @@ def play_games(
         return results
 
 
-def parse_step(text: str) -> int | str:
-    """``--step``: a whole number, ``last`` or ``best`` (argparse's ``type``)."""
-    if text in ("last", "best"):
-        return text
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a checkpoint step: give an iteration, last or best"
-        )
-    return int(text)
-
-
 def _load_player(run_dir: str | None, sims: int | None, step: int | str | None):
     """The agent to play: an AlphaZero ``Player``, or a ``QPlayer`` for a value-based run;
     ``step`` ``"last"`` is the newest checkpoint, ``"best"`` the same as None."""
@@ -364,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--step",
-        type=parse_step,
+        type=cli.checkpoint_step,
         default=None,
         help="the checkpoint: an iteration, last (the newest) or best (the best by evaluation"
         " score; the default, and which iteration it is gets printed)",

@@ -56,7 +56,9 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
         " setting); the page can pick others",
     )
     parser.add_argument(
-        "--step", type=int, default=None, help="checkpoint step (default: the best)"
+        "--step", type=cli.checkpoint_step, default=None,
+        help="the run's checkpoint: an iteration, last (the newest) or best (the default: the"
+        " best by evaluation score)",
     )
     parser.add_argument(
         "--host", default="127.0.0.1",
@@ -89,11 +91,16 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
     cli.one_line_warnings()
     source = args.run_dir or "the pretrained agent"
     print(f"Loading {source}...", flush=True)
+    from c4jax.judge import registry
+
     try:
-        player = Player.load(args.run_dir, num_simulations=args.sims, step=args.step)
+        step = args.step if args.run_dir is None else registry.resolve_step(args.run_dir, args.step)
+        player = Player.load(args.run_dir, num_simulations=args.sims, step=step)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.run_dir is not None and args.step in (None, "best"):  # say which one it chose
+        print(registry.checkpoint_note(args.run_dir, player.step, newest="--step last"), flush=True)
 
     import uvicorn
 

@@ -14,6 +14,7 @@ import pytest
 
 from c4jax import env, play
 from c4jax.player import Analysis, Player
+from c4jax.run import cli
 
 
 class FirstLegalPlayer:
@@ -137,7 +138,7 @@ def test_an_agent_that_searches_compiles_its_search_on_the_first_move():
 
 
 def test_step_accepts_an_iteration_last_or_best(usage_error):
-    assert [play.parse_step(t) for t in ("40", "last", "best")] == [40, "last", "best"]
+    assert [cli.checkpoint_step(t) for t in ("40", "last", "best")] == [40, "last", "best"]
     err = usage_error(play.main, ["runs/X", "--step", "newest"])
     assert "'newest' is not a checkpoint step: give an iteration, last or best" in err
 

@@ -266,3 +266,11 @@ def test_serve_subprocess_answers_and_stops_on_ctrl_c(tiny_run):
     assert code == 130, out
     assert f"Serving on http://127.0.0.1:{port}/" in out and out.rstrip().endswith("Stopped.")
     assert "Traceback" not in out
+    # A run without --step: one line says which checkpoint it serves and how to get the newest.
+    note = [line for line in out.splitlines() if line.startswith(f"{tiny_run}: ")]
+    assert len(note) == 1 and "checkpoint" in note[0], out
+
+
+def test_step_takes_an_iteration_last_or_best(usage_error):
+    err = usage_error(serve.main, ["runs/X", "--step", "newest"])
+    assert "'newest' is not a checkpoint step: give an iteration, last or best" in err

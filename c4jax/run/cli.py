@@ -6,6 +6,7 @@ The one command line of both trainers is ``c4jax.run.train_command``.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import typing
@@ -148,3 +149,14 @@ def suggest(token: str, flags: list[str], limit: int = 3) -> list[str]:
 
 
 # -- the trainers' command line -----------------------------------------------------------
+
+
+def checkpoint_step(text: str) -> int | str:
+    """``--step`` of play and serve: a whole number, ``last`` or ``best`` (argparse's ``type``)."""
+    if text in ("last", "best"):
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a checkpoint step: give an iteration, last or best"
+        )
+    return int(text)

@@ -115,5 +115,5 @@ def fast_cpu_on(environ=None) -> bool:
 def describe(environ=None) -> str:
     """One line for a command's start-up output: which CPU code path XLA uses."""
     if fast_cpu_on(environ):
-        return f"XLA:CPU: YNNPACK fusion on (about 1.75x faster; {OPT_OUT}=0 turns it off)"
+        return f"XLA:CPU: YNNPACK fusion on (measured 1.75-2.6x faster; {OPT_OUT}=0 turns it off)"
     return "XLA:CPU: default code paths (YNNPACK fusion off)"
