@@ -7,6 +7,8 @@ tests/judge/test_minimax.py.
 import jax
 import numpy as np
 import pytest
+from tactics import BLOCK_IN_ONE, BLOCK_ROW, DRAWN, WIN_IN_ONE, assert_plays_legal_moves
+from tactics import batch as _batch
 
 from c4jax import baselines, env
 from c4jax.judge import arena
@@ -15,47 +17,9 @@ KEY = jax.random.PRNGKey(0)
 LOOKAHEAD = jax.jit(baselines.lookahead_agent)
 
 
-def _batch(moves: str, copies: int = 16) -> env.State:
-    return env.stack([env.from_moves(moves)] * copies)
-
-
-# x (first player) to move; x wins at once in column 1 (index 0), and o's threat
-# in column 2 must not distract it:
-#   .......
-#   .......
-#   .......
-#   xo.....
-#   xo.....
-#   xo.....
-WIN_IN_ONE = "121212"
-
-# x to move, no win of its own; o threatens four in column 2 (index 1):
-#   .......
-#   .......
-#   .......
-#   .o.....
-#   .o.....
-#   xox.x..
-BLOCK_IN_ONE = "123252"
-
-# o to move: x threatens a horizontal four at a1 (index 0) only (e1 is o's):
-#   .......
-#   .......
-#   .......
-#   .......
-#   ..o....
-#   .xxxo..
-BLOCK_ROW = "25334"
-
-
 def test_positions_are_as_drawn():
-    assert env.render(env.from_moves(WIN_IN_ONE)).splitlines()[3:] == ["xo....."] * 3
-    assert env.render(env.from_moves(BLOCK_IN_ONE)).splitlines()[3:] == [
-        ".o.....",
-        ".o.....",
-        "xox.x..",
-    ]
-    assert env.render(env.from_moves(BLOCK_ROW)).splitlines()[4:] == ["..o....", ".xxxo.."]
+    for moves, rows in DRAWN.items():
+        assert env.render(env.from_moves(moves)).splitlines()[-len(rows):] == rows, moves
 
 
 # --- The shared helpers. ---
@@ -119,18 +83,8 @@ def test_win_if_you_can_sits_between_random_and_lookahead():
 
 
 def test_agents_only_play_legal_moves():
-    # Columns 1-3 (indices 0-2) full; a finished game in the batch must not break anything.
-    near_full = env.from_moves("111111222222333333")
-    assert np.all(np.asarray(env.legal_action_mask(near_full))[:3] == [False] * 3)
-    finished = env.from_moves(WIN_IN_ONE + "1")
-    batch = env.stack([near_full] * 30 + [finished] * 2)
-    legal = np.asarray(env.legal_action_mask(batch))
     for agent in (baselines.random_agent, baselines.win_agent, baselines.lookahead_agent):
-        for i in range(3):
-            action = np.asarray(jax.jit(agent)(jax.random.PRNGKey(i), batch))
-            assert action.shape == (32,) and action.dtype == np.int32
-            assert np.all((action >= 0) & (action < 7))
-            assert np.all(legal[np.arange(30), action[:30]])
+        assert_plays_legal_moves(agent)
 
 
 def test_random_agent_is_uniform():

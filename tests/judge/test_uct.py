@@ -3,36 +3,13 @@ MCTS agent."""
 
 import jax
 import numpy as np
+from tactics import BLOCK_IN_ONE, WIN_IN_ONE, assert_plays_legal_moves
+from tactics import batch as _batch
 
-from c4jax import baselines, env
+from c4jax import baselines
 from c4jax.judge import arena, uct
 
 KEY = jax.random.PRNGKey(0)
-
-
-def _batch(moves: str, copies: int = 16) -> env.State:
-    return env.stack([env.from_moves(moves)] * copies)
-
-
-# The positions of tests/test_baselines.py. x to move, wins at once in column 1 (index 0):
-#   xo.....
-#   xo.....
-#   xo.....
-WIN_IN_ONE = "121212"
-# x to move, no win of its own; o threatens four in column 2 (index 1):
-#   .o.....
-#   .o.....
-#   xox.x..
-BLOCK_IN_ONE = "123252"
-
-
-def test_positions_are_as_drawn():
-    assert env.render(env.from_moves(WIN_IN_ONE)).splitlines()[3:] == ["xo....."] * 3
-    assert env.render(env.from_moves(BLOCK_IN_ONE)).splitlines()[3:] == [
-        ".o.....",
-        ".o.....",
-        "xox.x..",
-    ]
 
 
 def test_rollout_value_range():
@@ -45,17 +22,7 @@ def test_rollout_value_range():
 
 
 def test_mcts_only_plays_legal_moves():
-    # Columns 1-3 (indices 0-2) full; a finished game in the batch must not break anything.
-    near_full = env.from_moves("111111222222333333")
-    finished = env.from_moves(WIN_IN_ONE + "1")
-    batch = env.stack([near_full] * 30 + [finished] * 2)
-    legal = np.asarray(env.legal_action_mask(batch))
-    agent = jax.jit(uct.make_mcts_agent(16))
-    for i in range(3):
-        action = np.asarray(agent(jax.random.PRNGKey(i), batch))
-        assert action.shape == (32,) and action.dtype == np.int32
-        assert np.all((action >= 0) & (action < 7))
-        assert np.all(legal[np.arange(30), action[:30]])
+    assert_plays_legal_moves(uct.make_mcts_agent(16))
 
 
 def test_mcts_1000_beats_random():

@@ -9,26 +9,16 @@ from c4jax.dqn import train as dqn_train
 from c4jax.run import cli, train_command
 
 
-def _error(main, argv, capsys) -> str:
-    """``main(argv)``'s stderr, which must be one ``error:`` line with exit code 2."""
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert "Traceback" not in err and "\u2500" not in err  # no tyro panel
-    return err
-
-
 @pytest.mark.parametrize("main, prog", [(train.main, "python -m c4jax.train"),
                                         (dqn_train.main, "python -m c4jax.dqn.train")])
-def test_a_misspelt_flag_is_one_line_with_tyros_suggestion(main, prog, tmp_path, capsys):
+def test_a_misspelt_flag_is_one_line_with_tyros_suggestion(main, prog, tmp_path, error_line):
     config = "tiny"
-    err = _error(main, ["--config", config, "--workdir", str(tmp_path),
-                        "--train.num-iteration", "5"], capsys)
+    err = error_line(main, ["--config", config, "--workdir", str(tmp_path),
+                        "--train.num-iteration", "5"])
     assert "--train.num-iteration" in err
     assert "perhaps you meant --train.num-iterations?" in err
     assert f"(see: {prog} --help)" in err
-    err = _error(main, ["--config", config, "--workdri", str(tmp_path)], capsys)
+    err = error_line(main, ["--config", config, "--workdri", str(tmp_path)])
     assert "perhaps you meant --workdir?" in err
 
 
@@ -37,18 +27,18 @@ def test_a_misspelt_flag_is_one_line_with_tyros_suggestion(main, prog, tmp_path,
     (["--train.learning-rate", "fast"], "--train.learning-rate"),
     (["--train.num-iterations", "2.5"], "--train.num-iterations"),
 ])
-def test_a_wrong_type_is_one_line_naming_the_flag(argv, flag, tmp_path, capsys):
-    err = _error(train.main, ["--config", "tiny", "--workdir", str(tmp_path), *argv], capsys)
+def test_a_wrong_type_is_one_line_naming_the_flag(argv, flag, tmp_path, error_line):
+    err = error_line(train.main, ["--config", "tiny", "--workdir", str(tmp_path), *argv])
     assert err.startswith(f"error: {flag}: ")
 
 
-def test_other_parse_errors_are_one_line(tmp_path, capsys):
+def test_other_parse_errors_are_one_line(tmp_path, error_line):
     base = ["--config", "tiny", "--workdir", str(tmp_path)]
-    err = _error(train.main, [*base, "--search.algorithm", "alphabeta"], capsys)
+    err = error_line(train.main, [*base, "--search.algorithm", "alphabeta"])
     assert "--search.algorithm: invalid choice 'alphabeta'; expected one of: gumbel, puct" in err
-    err = _error(train.main, [*base, "--seed"], capsys)
+    err = error_line(train.main, [*base, "--seed"])
     assert "--seed: expected a value" in err
-    err = _error(train.main, ["--workdir", str(tmp_path), "--config"], capsys)
+    err = error_line(train.main, ["--workdir", str(tmp_path), "--config"])
     assert "--config: expected one argument" in err
     assert not any(tmp_path.iterdir())
 

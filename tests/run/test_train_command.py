@@ -15,16 +15,6 @@ from c4jax.dqn import config as dqn_config
 from c4jax.dqn import train as dqn_train
 
 
-def _error(main, argv, capsys) -> str:
-    """``main(argv)``'s stderr, which must be one ``error:`` line with exit code 2."""
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert "Traceback" not in err and "\u2500" not in err  # no tyro panel
-    return err
-
-
 @pytest.mark.parametrize("main, present, absent", [
     (train.main, ["--coordinator HOST:PORT", "--num-processes N", "--process-id I",
                   "--distributed, --no-distributed", "value-based: dqn/ddqn"], []),
@@ -92,18 +82,18 @@ def test_resume_overrides_and_explicit_workdir(runs):
     (train.main, "--resume: no run directory with a config.json under runs/"),
     (dqn_train.main, "--resume: no value-based run directory with a config.json under runs/"),
 ])
-def test_resume_without_a_run_is_one_error_line(main, needle, runs, capsys):
+def test_resume_without_a_run_is_one_error_line(main, needle, runs, error_line):
     if main is dqn_train.main:  # an AlphaZero run is no value-based one
         _run(runs, "az", config_lib.load("tiny"), 0)
-    assert needle in _error(main, ["--resume"], capsys)
+    assert needle in error_line(main, ["--resume"])
 
 
-def test_the_value_based_command_line_names_the_command_for_an_alphazero_run(runs, capsys):
+def test_the_value_based_command_line_names_the_command_for_an_alphazero_run(runs, error_line):
     run = _run(runs, "az", config_lib.load("tiny"), 0)
-    err = _error(dqn_train.main, ["--workdir", str(run)], capsys)
+    err = error_line(dqn_train.main, ["--workdir", str(run)])
     assert f"train it with python -m c4jax.train --workdir {run}" in err
     cpu = str(config_lib.PRESET_DIR / "cpu.json")
-    err = _error(dqn_train.main, ["--config", cpu, "--workdir", "x"], capsys)
+    err = error_line(dqn_train.main, ["--config", cpu, "--workdir", "x"])
     assert f"an AlphaZero config; train it with python -m c4jax.train --config {cpu}" in err
 
 
@@ -126,11 +116,11 @@ def test_a_run_s_config_json_marks_its_kind(tmp_path):
     assert call.source == f"config file {tmp_path / 'c.json'}"
 
 
-def test_an_unknown_config_lists_both_kinds_of_preset(tmp_path, capsys):
-    err = _error(train.main, ["--config", "grogu", "--workdir", str(tmp_path)], capsys)
+def test_an_unknown_config_lists_both_kinds_of_preset(tmp_path, error_line):
+    err = error_line(train.main, ["--config", "grogu", "--workdir", str(tmp_path)])
     assert "presets: " + ", ".join(config_lib.preset_names()) in err
     assert "value-based: dqn/ddqn, dqn/grogu" in err
-    err = _error(dqn_train.main, ["--config", "cpu", "--workdir", str(tmp_path)], capsys)
+    err = error_line(dqn_train.main, ["--config", "cpu", "--workdir", str(tmp_path)])
     assert "presets: " + ", ".join(dqn_config.preset_names()) in err
 
 

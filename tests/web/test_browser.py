@@ -10,8 +10,6 @@ Skipped, with the reason, only where the ``chromium`` binary is missing
 where onnxruntime-web's files cannot be had.
 """
 
-import functools
-import http.server
 import re
 import threading
 import time
@@ -60,16 +58,8 @@ def _moves(page) -> str:
     return "" if text.startswith("(") else text
 
 
-def _wait_moves(page, predicate_js: str):
-    page.wait_for_function(
-        f"(() => {{ const t = document.getElementById('moves').textContent;"
-        f" const m = t.startsWith('(') ? '' : t; return {predicate_js}; }})()",
-        timeout=TIMEOUT_MS,
-    )
-
-
 @pytest.mark.slow
-def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
+def test_play_a_game_in_the_browser(browser, server_url, tmp_path, wait_moves):
     page = browser.new_page(viewport={"width": 640, "height": 900})
     errors, requests = [], []
     page.on("pageerror", lambda err: errors.append(str(err)))
@@ -83,7 +73,7 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
 
     # A human move, and the agent's reply with its heat map.
     page.click('#board .col[data-col="4"]')
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     moves = _moves(page)
     assert moves[0] == "4"
     chosen = page.query_selector_all(".heat-cell.chosen")
@@ -118,7 +108,7 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
 
     # Undo goes back to the human's turn: the empty board.
     page.click("#undo")
-    _wait_moves(page, "m.length === 0")
+    wait_moves(page, "m.length === 0", TIMEOUT_MS)
     page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
     assert not page.query_selector_all(".cell.x, .cell.o")
 
@@ -134,10 +124,11 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path):
             break
         before = _moves(page)
         page.click("#board .col.playable")
-        _wait_moves(
+        wait_moves(
             page,
             f"m.length >= {len(before) + 2} || document.getElementById('status')"
             ".classList.contains('over')",
+            TIMEOUT_MS,
         )
     status = page.text_content("#status")
     assert status.startswith("Game over"), status
@@ -170,7 +161,7 @@ def _state_posts(requests) -> list[str]:
 
 
 @pytest.mark.slow
-def test_the_shared_board_script_guards_the_clicks(browser, server_url):
+def test_the_shared_board_script_guards_the_clicks(browser, server_url, wait_moves):
     """common/board.js runs in the served page: it draws the board and lets no click through
     while the agent thinks, on a full column or after the game."""
     page = browser.new_page(viewport={"width": 640, "height": 900})
@@ -194,16 +185,16 @@ def test_the_shared_board_script_guards_the_clicks(browser, server_url):
     page.wait_for_timeout(300)
     assert _moves(page) == "4" and len(_state_posts(requests)) == posts
     held.pop().continue_()
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
 
     # Two humans: a full column takes no stone, and after the game no column does.
     page.select_option("#player-o", "human")
     page.click("#new-game")
-    _wait_moves(page, "m.length === 0")
+    wait_moves(page, "m.length === 0", TIMEOUT_MS)
     for n in range(1, 7):
         page.click('#board .col[data-col="1"]')
-        _wait_moves(page, f"m.length === {n}")
+        wait_moves(page, f"m.length === {n}", TIMEOUT_MS)
     assert _moves(page) == "111111"
     assert page.get_attribute('#board .col[data-col="1"]', "class") == "col"
     posts = len(_state_posts(requests))
@@ -212,7 +203,7 @@ def test_the_shared_board_script_guards_the_clicks(browser, server_url):
     assert _moves(page) == "111111" and len(_state_posts(requests)) == posts
     for n, col in enumerate("2323232", start=7):  # x: four in a row in column 2
         page.click(f'#board .col[data-col="{col}"]')
-        _wait_moves(page, f"m.length === {n}")
+        wait_moves(page, f"m.length === {n}", TIMEOUT_MS)
         if page.query_selector("#status.over"):
             break
     assert page.text_content("#status") == "Game over: x (human) wins.", _moves(page)
@@ -226,41 +217,41 @@ def test_the_shared_board_script_guards_the_clicks(browser, server_url):
 
 
 @pytest.mark.slow
-def test_undo_restores_the_position_and_the_moves(browser, server_url):
+def test_undo_restores_the_position_and_the_moves(browser, server_url, wait_moves):
     page = browser.new_page(viewport={"width": 640, "height": 900})
     errors = []
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.goto(server_url + "/")
     page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
     page.click('#board .col[data-col="4"]')
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     first, board = _moves(page), _stones(page)
     page.click('#board .col[data-col="1"]')
-    _wait_moves(page, "m.length === 4")
+    wait_moves(page, "m.length === 4", TIMEOUT_MS)
     assert _moves(page).startswith(first + "1") and not page.is_disabled("#undo")
 
     # Undo: back to before the human's last move and the agent's reply.
     page.click("#undo")
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
     assert _moves(page) == first and _stones(page) == board
     assert len(page.query_selector_all(".cell.last")) == 1
     assert page.wait_for_selector("#board .col.playable", timeout=TIMEOUT_MS)
     page.click("#undo")
-    _wait_moves(page, "m.length === 0")
+    wait_moves(page, "m.length === 0", TIMEOUT_MS)
     assert _stones(page) == {"x": [], "o": []} and page.is_disabled("#undo")
 
     # The human plays o: the agent's opening move stays, undo takes back o's move and x's reply.
     page.select_option("#player-o", "human")
     page.select_option("#player-x", "agent")
-    _wait_moves(page, "m.length === 1")
+    wait_moves(page, "m.length === 1", TIMEOUT_MS)
     page.wait_for_selector("text=o (human) to move", timeout=TIMEOUT_MS)
     assert page.is_disabled("#undo")
     opening = _moves(page)
     page.click('#board .col[data-col="7"]')
-    _wait_moves(page, "m.length === 3")
+    wait_moves(page, "m.length === 3", TIMEOUT_MS)
     page.click("#undo")
-    _wait_moves(page, "m.length === 1")
+    wait_moves(page, "m.length === 1", TIMEOUT_MS)
     page.wait_for_selector("text=o (human) to move", timeout=TIMEOUT_MS)
     assert _moves(page) == opening and len(page.query_selector_all(".cell.x, .cell.o")) == 1
     assert not errors, errors
@@ -286,14 +277,14 @@ def _fits_a_phone(page):
 
 
 @pytest.mark.slow
-def test_the_page_on_a_phone(browser, server_url, tmp_path):
+def test_the_page_on_a_phone(browser, server_url, tmp_path, wait_moves):
     page = browser.new_page(viewport={"width": 375, "height": 740}, device_scale_factor=2)
     errors = []
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.goto(server_url + "/")
     page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
     page.click('#board .col[data-col="4"]')
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     _fits_a_phone(page)
     page.select_option("#heat-by", "q")
     _fits_a_phone(page)
@@ -304,46 +295,19 @@ def test_the_page_on_a_phone(browser, server_url, tmp_path):
     page.close()
 
 
-@pytest.fixture(scope="module")
-def static_url(tmp_path_factory):
-    """The static page of the pretrained agent, served by http.server on a free local port."""
-    onnx_export = pytest.importorskip("c4jax.web.onnx")
-    from c4jax import export
-
-    try:
-        ort_dir = onnx_export.ort_dist()
-    except onnx_export.OrtWebUnavailable as err:
-        pytest.skip(f"onnxruntime-web unavailable: {err}")
-    out = tmp_path_factory.mktemp("static") / "page"
-    assert export.main(["web", str(out), "--ort-dir", str(ort_dir)]) == 0
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(out))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    thread.join(10)
-
-
 @pytest.mark.slow
-def test_the_static_page_labels_its_numbers_and_undoes(browser, static_url, tmp_path):
+def test_the_static_page_labels_its_numbers_and_undoes(browser, page_url, tmp_path, wait_moves):
     page = browser.new_page(viewport={"width": 640, "height": 1000})
     errors = []
     page.on("pageerror", lambda err: errors.append(str(err)))
-    page.goto(static_url + "/")
+    page.goto(page_url + "/")
     page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
     assert _players(page) == ["x (red, moves first): you", "o (yellow): the network"]
     assert page.is_disabled("#undo")
 
     # The network alone: its move probability and the logit, named.
     page.click('#board .col[data-col="4"]')
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     first, board = _moves(page), _stones(page)
     heat = page.query_selector_all("#heat .heat-cell")
     for cell in heat:
@@ -355,20 +319,20 @@ def test_the_static_page_labels_its_numbers_and_undoes(browser, static_url, tmp_
 
     # Undo takes back your move and the network's reply.
     page.click('#board .col[data-col="1"]')
-    _wait_moves(page, "m.length === 4")
+    wait_moves(page, "m.length === 4", TIMEOUT_MS)
     page.click("#undo")
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
     assert _moves(page) == first and _stones(page) == board
     assert not page.query_selector_all("#heat .heat-cell.chosen")  # the old numbers are gone
     page.click("#undo")
-    _wait_moves(page, "m.length === 0")
+    wait_moves(page, "m.length === 0", TIMEOUT_MS)
     assert _stones(page) == {"x": [], "o": []} and page.is_disabled("#undo")
 
     # With search: the value (for o) and the visits, named.
     page.select_option("#sims", "16")
     page.click('#board .col[data-col="4"]')
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
     for cell in page.query_selector_all("#heat .heat-cell"):
         assert re.fullmatch(r"value ([+-]\d\.\d\d|-)", cell.query_selector(".q").inner_text())

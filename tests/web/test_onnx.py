@@ -7,10 +7,7 @@ is skipped with the reason.
 """
 
 import dataclasses
-import functools
-import http.server
 import sys
-import threading
 from pathlib import Path
 
 import jax
@@ -155,14 +152,6 @@ def test_the_first_install_says_where_the_files_went_and_leaves_no_npm_cache(
     assert onnx_export.ort_dist(say=said.append) == dist and len(said) == 2
 
 
-@pytest.fixture(scope="module")
-def ort_dir():
-    try:
-        return onnx_export.ort_dist()
-    except onnx_export.OrtWebUnavailable as err:
-        pytest.skip(f"onnxruntime-web unavailable: {err}")
-
-
 @pytest.mark.slow
 def test_export_a_run_writes_the_page_files(tiny_run, ort_dir, tmp_path, capsys):
     out = tmp_path / "page"
@@ -186,36 +175,8 @@ def test_export_a_run_writes_the_page_files(tiny_run, ort_dir, tmp_path, capsys)
     np.testing.assert_allclose(session.run(None, {"obs": obs})[0], want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.fixture(scope="module")
-def page_url(ort_dir, tmp_path_factory):
-    """The pretrained agent's page, served by http.server on a free local port."""
-    out = tmp_path_factory.mktemp("web") / "page"
-    assert export.main(["web", str(out), "--ort-dir", str(ort_dir)]) == 0
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(out))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    thread.join(10)
-
-
-def _wait_moves(page, predicate_js: str):
-    page.wait_for_function(
-        f"(() => {{ const t = document.getElementById('moves').textContent;"
-        f" const m = t.startsWith('(') ? '' : t; return {predicate_js}; }})()",
-        timeout=TIMEOUT_MS,
-    )
-
-
 @pytest.mark.slow
-def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
+def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path, wait_moves):
     page = browser.new_page(viewport={"width": 640, "height": 1000})
     errors, requests = [], []
     page.on("pageerror", lambda err: errors.append(str(err)))
@@ -228,7 +189,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
 
     # A human move in column 4, the network's reply and its numbers.
     page.click('#board .col[data-col="4"]')
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     moves = page.text_content("#moves")
     assert moves[0] == "4"
     heat = page.query_selector_all("#heat .heat-cell")
@@ -253,10 +214,11 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
             break
         before = len(page.text_content("#moves"))
         page.click("#board .col.playable")
-        _wait_moves(
+        wait_moves(
             page,
             f"m.length >= {before + 2} || document.getElementById('status')"
             ".classList.contains('over')",
+            TIMEOUT_MS,
         )
     status = page.text_content("#status")
     assert status.startswith("Game over"), status
@@ -268,7 +230,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
 
     # The network moves first in a new game.
     page.select_option("#first", "agent")
-    _wait_moves(page, "m.length === 1")
+    wait_moves(page, "m.length === 1", TIMEOUT_MS)
     page.wait_for_selector("text=o (you) to move", timeout=TIMEOUT_MS)
     assert len(page.query_selector_all(".cell.x")) == 1
     page.screenshot(path=str(tmp_path / "network_first.png"), full_page=True)
@@ -276,7 +238,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
     # With the page's search: the network's first move after 64 simulations.
     page.select_option("#sims", "64")
     page.click("#new-game")
-    _wait_moves(page, "m.length === 1")
+    wait_moves(page, "m.length === 1", TIMEOUT_MS)
     page.wait_for_selector("text=o (you) to move", timeout=TIMEOUT_MS)
     assert "after 64 simulations" in page.text_content("#value")
     details = [cell.inner_text().split("\n") for cell in page.query_selector_all("#heat .detail")]
@@ -285,7 +247,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
     chosen = page.query_selector(".heat-cell.chosen").get_attribute("data-col")
     assert chosen == page.text_content("#moves") and visits[int(chosen) - 1] == max(visits)
     page.click("#board .col.playable")
-    _wait_moves(page, "m.length === 3")
+    wait_moves(page, "m.length === 3", TIMEOUT_MS)
     page.screenshot(path=str(tmp_path / "search.png"), full_page=True)
 
     assert not errors, errors
@@ -295,7 +257,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_shared_board_script_guards_the_static_page(browser, page_url):
+def test_the_shared_board_script_guards_the_static_page(browser, page_url, wait_moves):
     """common/board.js (board.js next to index.html) runs in the static page: it draws the
     board and lets no click through before the network is loaded, while it thinks or after
     the game (test_common.py checks the full column)."""
@@ -336,7 +298,7 @@ def test_the_shared_board_script_guards_the_static_page(browser, page_url):
     assert page.text_content("#moves") == "4"
     page.wait_for_function("heldRuns.length === 1", timeout=TIMEOUT_MS)
     page.evaluate("() => { delete session.run; heldRuns.pop()(); }")
-    _wait_moves(page, "m.length === 2")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
     page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
 
     # After the game, no column takes a stone.
@@ -345,8 +307,8 @@ def test_the_shared_board_script_guards_the_static_page(browser, page_url):
             break
         before = len(page.text_content("#moves"))
         page.click("#board .col.playable")
-        _wait_moves(page, f"m.length >= {before + 2} || "
-                    "document.getElementById('status').classList.contains('over')")
+        wait_moves(page, f"m.length >= {before + 2} || "
+                   "document.getElementById('status').classList.contains('over')", TIMEOUT_MS)
     assert page.text_content("#status").startswith("Game over")
     final = page.text_content("#moves")
     for c in range(1, 8):
