@@ -53,3 +53,36 @@ def wait_moves():
         )
 
     return wait
+
+
+@pytest.fixture
+def play_to_the_end(wait_moves, tmp_path):
+    """``play_to_the_end(page, timeout_ms)``: the human takes the leftmost open column until
+    the game is over; then the status says so, a win shows its four, no column takes a
+    click, and a screenshot of the final board is written."""
+
+    def play(page, timeout_ms: int):
+        for _ in range(25):
+            if page.query_selector("#status.over"):
+                break
+            page.wait_for_selector("#board .col.playable, #status.over", timeout=timeout_ms)
+            if page.query_selector("#status.over"):
+                break
+            before = page.text_content("#moves")
+            before = 0 if before.startswith("(") else len(before)
+            page.click("#board .col.playable")
+            wait_moves(
+                page,
+                f"m.length >= {before + 2} || document.getElementById('status')"
+                ".classList.contains('over')",
+                timeout_ms,
+            )
+        status = page.text_content("#status")
+        assert status.startswith("Game over"), status
+        if "wins" in status:
+            assert len(page.query_selector_all(".cell.win")) >= 4
+        assert not page.query_selector_all("#board .col.playable")
+        page.screenshot(path=str(tmp_path / "game.png"), full_page=True)
+        assert (tmp_path / "game.png").stat().st_size > 1000
+
+    return play

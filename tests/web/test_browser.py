@@ -59,7 +59,7 @@ def _moves(page) -> str:
 
 
 @pytest.mark.slow
-def test_play_a_game_in_the_browser(browser, server_url, tmp_path, wait_moves):
+def test_play_a_game_in_the_browser(browser, server_url, tmp_path, wait_moves, play_to_the_end):
     page = browser.new_page(viewport={"width": 640, "height": 900})
     errors, requests = [], []
     page.on("pageerror", lambda err: errors.append(str(err)))
@@ -113,30 +113,7 @@ def test_play_a_game_in_the_browser(browser, server_url, tmp_path, wait_moves):
     assert not page.query_selector_all(".cell.x, .cell.o")
 
     # Play to the end: the human always takes the leftmost open column.
-    for _ in range(30):
-        status = page.text_content("#status")
-        if status.startswith("Game over"):
-            break
-        page.wait_for_selector(
-            "#board .col.playable, #status.over", timeout=TIMEOUT_MS
-        )
-        if page.query_selector("#status.over"):
-            break
-        before = _moves(page)
-        page.click("#board .col.playable")
-        wait_moves(
-            page,
-            f"m.length >= {len(before) + 2} || document.getElementById('status')"
-            ".classList.contains('over')",
-            TIMEOUT_MS,
-        )
-    status = page.text_content("#status")
-    assert status.startswith("Game over"), status
-    if "wins" in status:
-        assert len(page.query_selector_all(".cell.win")) >= 4
-    assert not page.query_selector_all("#board .col.playable")
-    page.screenshot(path=str(tmp_path / "game.png"), full_page=True)
-    assert (tmp_path / "game.png").stat().st_size > 1000
+    play_to_the_end(page, TIMEOUT_MS)
 
     # New game, then two agents play each other to the end.
     page.click("#new-game")

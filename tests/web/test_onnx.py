@@ -176,7 +176,8 @@ def test_export_a_run_writes_the_page_files(tiny_run, ort_dir, tmp_path, capsys)
 
 
 @pytest.mark.slow
-def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path, wait_moves):
+def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path, wait_moves,
+                                             play_to_the_end):
     page = browser.new_page(viewport={"width": 640, "height": 1000})
     errors, requests = [], []
     page.on("pageerror", lambda err: errors.append(str(err)))
@@ -209,24 +210,7 @@ def test_play_the_static_page_in_the_browser(browser, page_url, tmp_path, wait_m
     assert len(page.query_selector_all(".cell.last")) == 1
 
     # Play to the end: the human always takes the leftmost open column.
-    for _ in range(25):
-        if page.query_selector("#status.over"):
-            break
-        before = len(page.text_content("#moves"))
-        page.click("#board .col.playable")
-        wait_moves(
-            page,
-            f"m.length >= {before + 2} || document.getElementById('status')"
-            ".classList.contains('over')",
-            TIMEOUT_MS,
-        )
-    status = page.text_content("#status")
-    assert status.startswith("Game over"), status
-    if "wins" in status:
-        assert len(page.query_selector_all(".cell.win")) >= 4
-    assert not page.query_selector_all("#board .col.playable")
-    page.screenshot(path=str(tmp_path / "game.png"), full_page=True)
-    assert (tmp_path / "game.png").stat().st_size > 1000
+    play_to_the_end(page, TIMEOUT_MS)
 
     # The network moves first in a new game.
     page.select_option("#first", "agent")
