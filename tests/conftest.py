@@ -1,6 +1,7 @@
 """Shared test set-up: faster compiles, and one tiny training run for the tests that
 need a checkpoint."""
 
+import fcntl
 import os
 import shutil
 import tempfile
@@ -43,15 +44,43 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def shared_run(tmp_path_factory, name: str, train) -> Path:
+    """``train(run_dir)`` once per test session, also when pytest-xdist runs the tests in
+    several worker processes: the first worker to ask trains (under a file lock), the
+    others wait for it and share the directory. Tests must only read it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        run_dir = tmp_path_factory.mktemp(name)
+        train(run_dir)
+        return run_dir
+    root = tmp_path_factory.getbasetemp().parent  # this session's folder, shared by workers
+    run_dir, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+            train(run_dir)
+            done.touch()
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def train_once(tmp_path_factory):
+    """``train_once(name, train) -> run_dir``: ``shared_run`` for session fixtures elsewhere."""
+    return lambda name, train: shared_run(tmp_path_factory, name, train)
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A run directory trained with the ``tiny`` preset (about 1-2 minutes on a CPU).
 
     Trained once per test session and shared: tests must only read it.
     """
-    run_dir = tmp_path_factory.mktemp("tiny_run")
-    train_alphazero.train_and_evaluate(config_lib.load("tiny"), run_dir, progress=False)
-    return run_dir
+    return shared_run(
+        tmp_path_factory, "tiny_run",
+        lambda run_dir: train_alphazero.train_and_evaluate(
+            config_lib.load("tiny"), run_dir, progress=False
+        ),
+    )
 
 
 @pytest.fixture

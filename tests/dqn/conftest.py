@@ -7,8 +7,11 @@ from c4jax.run import train_dqn
 
 
 @pytest.fixture(scope="session")
-def tiny_dqn_run(tmp_path_factory):
+def tiny_dqn_run(train_once):
     """A run directory trained with the ``tiny`` value-based preset (seconds after compiling)."""
-    run_dir = tmp_path_factory.mktemp("tiny_dqn_run")
-    train_dqn.train_and_evaluate(dqn_config.load("tiny"), run_dir, progress=False)
-    return run_dir
+    return train_once(
+        "tiny_dqn_run",
+        lambda run_dir: train_dqn.train_and_evaluate(
+            dqn_config.load("tiny"), run_dir, progress=False
+        ),
+    )
