@@ -34,7 +34,8 @@ xla_flags.enable_fast_cpu()
 # What makes a test slow here: it starts processes, trains a run or opens a browser.
 # Those are marked ``@pytest.mark.slow`` where they are written; a test that asks for
 # one of these fixtures (which train or open a browser) is marked here as well, so the
-# rule stays true for new tests. ``pytest -m "not slow"`` is the quick loop (~1 min).
+# rule stays true for new tests. ``pytest -m "not slow"`` is the quick loop (about 3 min
+# in one process).
 _SLOW_FIXTURES = {"tiny_run", "tiny_run_copy", "tiny_dqn_run", "browser"}
 
 
