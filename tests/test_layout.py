@@ -33,6 +33,7 @@ COMMAND_LINES = {
 PLAYERS = {"c4jax.player", "c4jax.dqn.player"}
 BASE = {
     "c4jax.env", "c4jax.position", "c4jax.baselines", "c4jax.replay", "c4jax.schema",
+    "c4jax.inputs",
 }
 
 # layer -> the layers it may import (besides itself)

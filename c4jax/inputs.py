@@ -1,0 +1,103 @@
+"""Whole numbers a user types: ASCII digits only, within stated bounds.
+
+Every number that comes from a person (a column in ``play``, ``--sims``,
+``--batch-size``, ``--bootstrap``, the ``N`` of an agent spec, a web request's
+``sims``) goes through ``parse_count``, so that all of them accept the same
+text and refuse the rest with the same kind of message:
+
+    >>> parse_count("64", name="--sims", low=0, high=MAX_SIMULATIONS)
+    64
+    >>> parse_count("²", name="--sims", low=0, high=MAX_SIMULATIONS)
+    Traceback (most recent call last):
+    ...
+    c4jax.inputs.InputError: --sims: got '²', allowed: a whole number 0-4096
+
+Python's ``int()`` and ``str.isdigit()`` accept far more than a user means:
+``"٣"`` (Arabic-Indic three), ``" 7 "``, ``"1_000"``, ``"+5"``, and
+``"²"`` passes ``isdigit()`` but fails ``int()``. A 100,000-digit line costs
+seconds in ``int()`` and then a traceback. Here only ``0-9`` are digits, and a
+text longer than the largest allowed value is refused before it is converted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+# The most search simulations any command or the web server runs for one move:
+# one cap for all, so that a typo cannot run a search until the kernel's OOM
+# killer stops it (memory grows with the number of simulations).
+MAX_SIMULATIONS = 4096
+
+_ASCII_DIGITS = frozenset("0123456789")
+_SHOWN = 40  # characters of a bad input repeated in a message
+
+
+class InputError(ValueError):
+    """A number typed by a user that is not an allowed whole number."""
+
+
+def allowed(low: int, high: int | None) -> str:
+    """How the bounds read in a message: ``0-4096`` or ``>= 1``."""
+    return f">= {low}" if high is None else f"{low}-{high}"
+
+
+def shown(text: str) -> str:
+    """``text`` as a message repeats it: quoted, and cut when long."""
+    if len(text) <= _SHOWN:
+        return repr(text)
+    return repr(text[:_SHOWN]) + f"... ({len(text)} characters)"
+
+
+def parse_count(text: str, *, name: str, low: int = 0, high: int | None = None) -> int:
+    """``text`` as a whole number ``low <= n <= high`` (``high`` None: no upper bound).
+
+    Args:
+        text: what the user typed; only the ASCII digits 0-9 are accepted (no
+            sign, space, underscore or other script's digits).
+        name: what the number is, as the message names it (``--sims``, ``column``).
+        low, high: the bounds, both included.
+
+    Raises:
+        InputError: with ``name``, the text (cut when long) and the bounds.
+    """
+    if not isinstance(text, str):
+        raise InputError(f"{name}: got {text!r}, allowed: a whole number {allowed(low, high)}")
+    longest = len(str(high)) if high is not None else 18
+    if not text or not set(text) <= _ASCII_DIGITS or len(text.lstrip("0")) > longest:
+        raise InputError(
+            f"{name}: got {shown(text)}, allowed: a whole number {allowed(low, high)}"
+        )
+    value = int(text)
+    if value < low or (high is not None and value > high):
+        raise InputError(f"{name}: got {value}, allowed: {allowed(low, high)}")
+    return value
+
+
+def check_count(value: int, *, name: str, low: int = 0, high: int | None = None) -> int:
+    """An ``int`` that came another way (JSON, a Python call) held to the same bounds.
+
+    Raises:
+        InputError: ``value`` is not an ``int`` (``bool`` included) or is out of bounds.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{name}: got {value!r}, allowed: a whole number {allowed(low, high)}")
+    if value < low or (high is not None and value > high):
+        raise InputError(f"{name}: got {value}, allowed: {allowed(low, high)}")
+    return value
+
+
+def count_arg(name: str, *, low: int = 0, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type=`` that parses with ``parse_count``.
+
+    argparse prints ``error: argument --sims: ...`` with the reason, and exits 2.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            return parse_count(text, name=name, low=low, high=high)
+        except InputError as err:
+            raise argparse.ArgumentTypeError(str(err).removeprefix(f"{name}: ")) from None
+
+    parse.__name__ = name.lstrip("-").replace("-", "_")  # argparse names the type on failure
+    return parse

@@ -1,0 +1,74 @@
+"""Whole numbers a user types: only ASCII digits within bounds, one kind of message."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from c4jax import inputs
+from c4jax.inputs import InputError, check_count, count_arg, parse_count
+
+
+@pytest.mark.parametrize("text, value", [("0", 0), ("7", 7), ("064", 64), ("4096", 4096)])
+def test_accepts_ascii_digits_within_bounds(text, value):
+    assert parse_count(text, name="--sims", low=0, high=inputs.MAX_SIMULATIONS) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " 7", "7 ", "+5", "-1", "1_000", "1e3", "3.0", "٣", "²", "①", "７", "0x10", "seven"],
+)
+def test_refuses_what_int_would_take_or_crash_on(text):
+    with pytest.raises(InputError, match=r"^--sims: got .*allowed: a whole number 0-4096$"):
+        parse_count(text, name="--sims", low=0, high=4096)
+
+
+def test_out_of_bounds_names_the_bounds():
+    with pytest.raises(InputError, match=r"^column: got 8, allowed: 1-7$"):
+        parse_count("8", name="column", low=1, high=7)
+    with pytest.raises(InputError, match=r"^--batch-size: got 0, allowed: >= 1$"):
+        parse_count("0", name="--batch-size", low=1)
+
+
+def test_a_huge_line_is_refused_at_once_and_shown_cut():
+    text = "9" * 100_000
+    start = time.perf_counter()
+    with pytest.raises(InputError) as err:
+        parse_count(text, name="--sims", low=0, high=4096)
+    assert time.perf_counter() - start < 1.0  # no 100,000-digit int() (wide margin)
+    assert "(100000 characters)" in str(err.value)
+    assert len(str(err.value)) < 200
+    with pytest.raises(InputError):  # no upper bound: still no unbounded conversion
+        parse_count(text, name="--bootstrap", low=1)
+
+
+def test_check_count_holds_json_values_to_the_same_bounds():
+    assert check_count(64, name="sims", high=4096) == 64
+    for bad in (True, 1.5, "64", None, 5000, -1):
+        with pytest.raises(InputError, match=r"^sims: got "):
+            check_count(bad, name="sims", high=4096)
+
+
+def test_count_arg_gives_argparse_a_one_line_error(capsys):
+    parser = argparse.ArgumentParser(prog="c4jax-test")
+    parser.add_argument("--sims", type=count_arg("--sims", high=inputs.MAX_SIMULATIONS))
+    assert parser.parse_args(["--sims", "12"]).sims == 12
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["--sims", "100000000"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == "c4jax-test: error: argument --sims: got 100000000, allowed: 0-4096"
+
+
+@given(st.text(max_size=30))
+def test_any_text_gives_a_number_in_bounds_or_an_input_error(text):
+    try:
+        value = parse_count(text, name="n", low=1, high=999)
+    except InputError:
+        assert not (text.isascii() and text.isdigit() and 1 <= int(text) <= 999)
+    else:
+        assert 1 <= value <= 999 and text.isascii() and text.isdigit()
