@@ -64,10 +64,13 @@ def parse_count(text: str, *, name: str, low: int = 0, high: int | None = None) 
     if not isinstance(text, str):
         raise InputError(f"{name}: got {text!r}, allowed: a whole number {allowed(low, high)}")
     longest = len(str(high)) if high is not None else 18
-    if not text or not set(text) <= _ASCII_DIGITS or len(text.lstrip("0")) > longest:
+    if not text or not set(text) <= _ASCII_DIGITS:
         raise InputError(
             f"{name}: got {shown(text)}, allowed: a whole number {allowed(low, high)}"
         )
+    if len(text.lstrip("0")) > longest:  # too large: refused before a slow int()
+        big = text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} digits)"
+        raise InputError(f"{name}: got {big}, allowed: {allowed(low, high)}")
     value = int(text)
     if value < low or (high is not None and value > high):
         raise InputError(f"{name}: got {value}, allowed: {allowed(low, high)}")

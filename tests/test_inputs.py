@@ -40,7 +40,7 @@ def test_a_huge_line_is_refused_at_once_and_shown_cut():
     with pytest.raises(InputError) as err:
         parse_count(text, name="--sims", low=0, high=4096)
     assert time.perf_counter() - start < 1.0  # no 100,000-digit int() (wide margin)
-    assert "(100000 characters)" in str(err.value)
+    assert "(100000 digits)" in str(err.value)
     assert len(str(err.value)) < 200
     with pytest.raises(InputError):  # no upper bound: still no unbounded conversion
         parse_count(text, name="--bootstrap", low=1)
