@@ -10,7 +10,8 @@ The forms (``ENTRIES``, in the order they are tried):
 * ``random``: uniformly random legal moves.
 * ``win-if-you-can``: win in one, else random (never blocks).
 * ``lookahead``: win in one, else block, else random.
-* ``mcts`` or ``mcts-N``: pure MCTS with random rollouts, N simulations (1000).
+* ``mcts`` or ``mcts-N``: pure MCTS with random rollouts, N simulations (1000;
+  at most ``inputs.MAX_SIMULATIONS``).
 * ``minimax`` or ``minimax-K``: depth-K negamax with a heuristic (depth 5).
 * ``perfect``: the exact solver (bitbully, the optional extra ``[solver]``).
 * ``pretrained`` or ``pretrained@SIMS``: the network shipped in the package
@@ -31,6 +32,12 @@ STEP means). Evaluation scores can differ by little between checkpoints, so a
 spec without STEP should say which one it chose: ``checkpoint_note`` is that
 line, and ``make_agent(spec, tell=print)`` prints it.
 
+Every number in a spec (N, K, SIMS, STEP) is ASCII digits within stated bounds
+(``c4jax.inputs``): N and SIMS at most ``inputs.MAX_SIMULATIONS``, STEP at most
+``MAX_STEP``; a spec longer than ``MAX_SPEC_LENGTH`` characters is refused
+before anything else. A bad spec is one ``ValueError`` line that repeats the
+spec (cut when long), says what is wrong and lists the forms.
+
 To add an agent: write its constructor (a jittable agent in ``agents``, or a
 ``protocol.HostAgent`` for one that runs on the host, such as a C++ solver),
 add one ``Entry`` to ``ENTRIES`` before the run-directory catch-all, and test
@@ -47,7 +54,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from c4jax import baselines
+from c4jax import baselines, inputs
 from c4jax.alphazero import network, search
 from c4jax.judge import minimax, perfect, uct
 from c4jax.judge.protocol import Agent
@@ -57,8 +64,10 @@ LAST, BEST = "last", "best"  # the named checkpoints of a run spec: RUN:last, RU
 DEFAULT_MCTS_SIMULATIONS = 1000
 DEFAULT_MINIMAX_DEPTH = 5
 MAX_MINIMAX_DEPTH = 8  # 7^8 = 5.8M leaves per game and move: already very slow
+MAX_STEP = 10**9  # the largest checkpoint step a spec may name (a billion iterations)
+MAX_SPEC_LENGTH = 4096  # characters: Linux's PATH_MAX, the longest run directory
 
-_RUN_SPEC = re.compile(r"^(?P<path>.+?)(?::(?P<step>[^:@]*))?(?:@(?P<sims>[^@]*))?$")
+_RUN_SPEC = re.compile(r"(?P<path>.+?)(?::(?P<step>[^:@]*))?(?:@(?P<sims>[^@]*))?", re.DOTALL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,33 +115,64 @@ def _forms() -> str:
 
 
 def _bad_spec(spec: str, why: str) -> ValueError:
-    return ValueError(f"bad agent spec {spec!r}: {why}. Allowed: {AGENT_FORMS}")
+    return ValueError(f"bad agent spec {inputs.shown(spec)}: {why}. Allowed: {AGENT_FORMS}")
 
 
-def _parse_int(spec: str, text: str, what: str, low: int, high: int | None = None) -> int:
-    if not re.fullmatch(r"\d+", text or ""):
-        raise _bad_spec(spec, f"{what} {text!r} is not a whole number")
-    value = int(text)
-    if value < low or (high is not None and value > high):
-        allowed = f">= {low}" if high is None else f"{low}..{high}"
-        raise _bad_spec(spec, f"{what} {value} is out of range ({allowed})")
-    return value
+def _exists(path: str) -> bool:
+    """Whether ``path`` exists; False for a name the system cannot look up (too long,
+    a NUL byte) rather than an OSError."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(path: str) -> bool:
+    """Whether ``path`` is a directory; False where ``_exists`` says False."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _parse_int(spec: str, text: str, what: str, low: int, high: int) -> int:
+    """``text`` as a whole number ``low..high`` (ASCII digits only, ``c4jax.inputs``)."""
+    try:
+        return inputs.parse_count(text or "", name=what, low=low, high=high)
+    except inputs.InputError:
+        if not text or not set(text) <= set("0123456789"):
+            raise _bad_spec(
+                spec, f"{what} {inputs.shown(text or '')} is not a whole number"
+            ) from None
+        raise _bad_spec(
+            spec, f"{what} {_number(text)} is out of range ({inputs.allowed(low, high)})"
+        ) from None
+
+
+def _number(digits: str) -> str:
+    """A string of ASCII digits as a message shows it: cut when long."""
+    digits = digits.lstrip("0") or "0"
+    return digits if len(digits) <= 20 else f"{digits[:20]}... ({len(digits)} digits)"
 
 
 def _parse_step(spec: str, text: str) -> int | str | None:
-    """A run spec's STEP: a whole number, ``last``, or ``best`` (None, the default)."""
+    """A run spec's STEP: a whole number ``0..MAX_STEP``, ``last``, or ``best`` (None,
+    the default)."""
     if text == LAST:
         return LAST
     if text == BEST:
         return None
-    if not re.fullmatch(r"\d+", text or ""):
-        raise _bad_spec(spec, f"checkpoint step {text!r} is not a whole number, last or best")
-    return int(text)
+    if not text or not set(text) <= set("0123456789"):
+        raise _bad_spec(
+            spec, f"checkpoint step {inputs.shown(text)} is not a whole number, last or best"
+        )
+    return _parse_int(spec, text, "checkpoint step", 0, MAX_STEP)
 
 
 def short_error(err: Exception, limit: int = 600) -> str:
-    """The message of ``err``, cut to ``limit`` characters (Orbax's can be pages long)."""
-    text = str(err)
+    """The message of ``err`` on one line, cut to ``limit`` characters (Orbax's can be
+    pages long)."""
+    text = " ".join(str(err).split())
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
@@ -145,15 +185,18 @@ def _parse_word(word: str) -> Callable[[str], AgentSpec | None]:
 
 def _parse_mcts(spec: str) -> AgentSpec | None:
     kind, dash, arg = spec.partition("-")
-    if kind != "mcts" or Path(spec).exists():
+    if kind != "mcts" or _exists(spec):
         return None
-    sims = DEFAULT_MCTS_SIMULATIONS if not dash else _parse_int(spec, arg, "simulations", 1)
+    sims = (
+        DEFAULT_MCTS_SIMULATIONS if not dash
+        else _parse_int(spec, arg, "simulations", 1, inputs.MAX_SIMULATIONS)
+    )
     return AgentSpec(kind="mcts", value=sims)
 
 
 def _parse_minimax(spec: str) -> AgentSpec | None:
     kind, dash, arg = spec.partition("-")
-    if kind != "minimax" or Path(spec).exists():
+    if kind != "minimax" or _exists(spec):
         return None
     depth = (
         DEFAULT_MINIMAX_DEPTH if not dash else _parse_int(spec, arg, "depth", 1, MAX_MINIMAX_DEPTH)
@@ -163,38 +206,44 @@ def _parse_minimax(spec: str) -> AgentSpec | None:
 
 def _parse_run(spec: str) -> AgentSpec:
     """The catch-all: a run directory, else the error that lists every form."""
-    if Path(spec).is_dir():  # a directory whose name happens to contain ':' or '@'
+    if _is_dir(spec):  # a directory whose name happens to contain ':' or '@'
         return AgentSpec(kind="run", run_dir=Path(spec))
-    match = _RUN_SPEC.match(spec)
+    match = _RUN_SPEC.fullmatch(spec)
     path, step, sims = match.group("path"), match.group("step"), match.group("sims")
-    run_dir = Path(path)
-    if not run_dir.is_dir():
+    if not _is_dir(path):
         if step is None and sims is None:
-            raise _bad_spec(spec, f"not a reference agent, and no run directory {path!r}")
-        raise _bad_spec(spec, f"no run directory {path!r}")
+            raise _bad_spec(
+                spec, f"not a reference agent, and no run directory {inputs.shown(path)}"
+            )
+        raise _bad_spec(spec, f"no run directory {inputs.shown(path)}")
     return AgentSpec(
         kind="run",
-        run_dir=run_dir,
+        run_dir=Path(path),
         step=None if step is None else _parse_step(spec, step),
-        sims=None if sims is None else _parse_int(spec, sims, "simulations", 0),
+        sims=None if sims is None else _sims(spec, sims),
     )
+
+
+def _sims(spec: str, text: str) -> int:
+    """A spec's ``@SIMS``: search simulations ``0..inputs.MAX_SIMULATIONS``."""
+    return _parse_int(spec, text, "simulations", 0, inputs.MAX_SIMULATIONS)
 
 
 def _parse_pretrained(spec: str) -> AgentSpec | None:
     word, at, sims = spec.partition("@")
-    if word != "pretrained" or Path(spec).exists():
+    if word != "pretrained" or _exists(spec):
         return None
-    sims_value = _parse_int(spec, sims, "simulations", 0) if at else None
+    sims_value = _sims(spec, sims) if at else None
     return AgentSpec(kind="pretrained", sims=sims_value)
 
 
 def _parse_dqn(spec: str) -> AgentSpec | None:
     prefix, colon, rest = spec.partition(":")
-    if prefix != "dqn" or not colon or Path(spec).exists():
+    if prefix != "dqn" or not colon or _exists(spec):
         return None
     path, colon, step = rest.rpartition(":") if ":" in rest else (rest, "", "")
-    if not Path(path).is_dir():
-        raise _bad_spec(spec, f"no run directory {path!r}")
+    if not _is_dir(path):
+        raise _bad_spec(spec, f"no run directory {inputs.shown(path)}")
     return AgentSpec(
         kind="dqn", run_dir=Path(path),
         step=_parse_step(spec, step) if colon else None,
@@ -249,7 +298,10 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Entry(
         kind="mcts",
-        form=f"mcts, mcts-N (N simulations >= 1, default {DEFAULT_MCTS_SIMULATIONS})",
+        form=(
+            f"mcts, mcts-N (N simulations 1..{inputs.MAX_SIMULATIONS},"
+            f" default {DEFAULT_MCTS_SIMULATIONS})"
+        ),
         description="pure MCTS (UCT) with random rollouts, N simulations per move",
         parse=_parse_mcts,
         build=lambda s: NamedAgent(f"mcts-{s.value}", uct.make_mcts_agent(s.value)),
@@ -316,10 +368,13 @@ def parse_spec(spec: str) -> AgentSpec:
     """Parses an agent spec without loading anything (see the module docstring).
 
     Raises:
-        ValueError: naming the spec, what is wrong and the allowed forms.
+        ValueError: one line naming the spec (cut when long), what is wrong and the
+            allowed forms.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise _bad_spec(str(spec), "empty")
+    if len(spec) > MAX_SPEC_LENGTH:
+        raise _bad_spec(spec, f"longer than {MAX_SPEC_LENGTH} characters")
     spec = spec.strip()
     for entry in ENTRIES:
         parsed = entry.parse(spec)
@@ -349,7 +404,7 @@ def make_agent(spec: str, *, tell: Callable[[str], None] | None = None) -> Named
     try:
         named = entry.build(parsed)
     except ValueError as err:
-        raise ValueError(f"agent spec {spec!r}: {short_error(err)}") from None
+        raise ValueError(f"agent spec {inputs.shown(spec)}: {short_error(err)}") from None
     if (
         tell is not None
         and parsed.kind in ("run", "dqn")
@@ -394,7 +449,8 @@ def make_agents(
         named = make_agent(spec, tell=tell_once)
         if named.name in seen:
             raise ValueError(
-                f"agent {named.name!r} is listed twice ({seen[named.name]!r} and {spec!r})"
+                f"agent {named.name!r} is listed twice"
+                f" ({inputs.shown(seen[named.name])} and {inputs.shown(spec)})"
             )
         seen[named.name] = spec
         out.append(named)

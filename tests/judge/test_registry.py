@@ -5,8 +5,10 @@ import functools
 import jax
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from c4jax import baselines, env
+from c4jax import baselines, env, inputs
 from c4jax.judge import registry
 from c4jax.player import Player
 
@@ -90,6 +92,90 @@ def test_make_agent_rejects_bad_run_suffixes(tmp_path):
         registry.make_agent(f"{tmp_path}@x")
     with pytest.raises(ValueError, match="not a run directory"):
         registry.make_agent(f"{tmp_path}@4")  # a folder, but no checkpoints/
+
+
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        ("mcts-\u0663", "simulations '\u0663' is not a whole number"),  # Arabic-Indic 3
+        ("mcts-\u00b2", "simulations '\u00b2' is not a whole number"),  # superscript 2
+        ("minimax-\u0663", "depth '\u0663' is not a whole number"),
+        ("pretrained@\u0663", "simulations '\u0663' is not a whole number"),
+        ("pretrained@-1", "simulations '-1' is not a whole number"),
+        ("pretrained@ 8", "simulations ' 8' is not a whole number"),
+        ("mcts-1_000", "simulations '1_000' is not a whole number"),
+        ("mcts-4097", f"simulations 4097 is out of range (1-{inputs.MAX_SIMULATIONS})"),
+        ("pretrained@4097", "simulations 4097 is out of range (0-4096)"),
+        ("mcts-" + "9" * 30, "simulations 99999999999999999999... (30 digits) is out of range"),
+        ("pretrained@" + "9" * 4000, "(4000 digits) is out of range (0-4096)"),
+    ],
+)
+def test_spec_numbers_are_ascii_digits_within_bounds(spec, problem):
+    with pytest.raises(ValueError) as err:
+        registry.parse_spec(spec)
+    message = str(err.value)
+    assert problem in message and "\n" not in message and len(message) < 600, message
+    assert registry.parse_spec(f"mcts-{inputs.MAX_SIMULATIONS}").value == inputs.MAX_SIMULATIONS
+    assert registry.parse_spec(f"pretrained@{inputs.MAX_SIMULATIONS}").sims == 4096
+
+
+def test_run_spec_numbers_are_ascii_digits_within_bounds(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for suffix, problem in [
+        (":\u0663", "checkpoint step '\u0663' is not a whole number, last or best"),
+        (":" + "1" * 11, "checkpoint step 11111111111 is out of range (0-1000000000)"),
+        ("@\u0663", "simulations '\u0663' is not a whole number"),
+        (":5@5000", "simulations 5000 is out of range (0-4096)"),
+    ]:
+        with pytest.raises(ValueError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+            registry.parse_spec(f"{run}{suffix}")
+    assert registry.parse_spec(f"{run}:{registry.MAX_STEP}@0").step == registry.MAX_STEP
+    with pytest.raises(ValueError, match="checkpoint step '\u0663' is not a whole number"):
+        registry.parse_spec(f"dqn:{run}:\u0663")
+
+
+@pytest.mark.parametrize("spec", ["x" * 100_000, "mcts-" + "1" * 100_000, "a/" * 3000])
+def test_a_very_long_spec_is_refused_in_a_short_line(spec):
+    with pytest.raises(ValueError) as err:
+        registry.make_agent(spec)
+    message = str(err.value)
+    assert f"({len(spec)} characters): longer than {registry.MAX_SPEC_LENGTH} characters" in message
+    assert len(message) < 600 and "\n" not in message
+
+
+@pytest.mark.parametrize("spec", ["a" * 300, "a" * 300 + "@5", "dqn:" + "b" * 300, "x\x00y@3"])
+def test_a_name_the_system_cannot_look_up_is_no_run_directory(spec):
+    # Today a component over 255 bytes is an OSError (File name too long) from
+    # Path.exists, and a NUL byte a ValueError about the byte: both as "no run directory".
+    with pytest.raises(ValueError, match="no run directory") as err:
+        registry.parse_spec(spec)
+    assert len(str(err.value)) < 600
+
+
+_SPEC_PIECES = st.sampled_from([
+    "mcts", "minimax", "pretrained", "dqn:", "random", "-", "@", ":", "last", "best", "/",
+    ".", "..", "0", "4096", "4097", "\u0663", "\u00b2", "\u2460", " ", "\n", "\x00", "9" * 25,
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=st.text(max_size=40) | st.lists(_SPEC_PIECES | st.text(max_size=4), max_size=6)
+       .map("".join))
+def test_any_text_is_a_spec_or_one_line_value_error(spec):
+    """Random text: an ``AgentSpec`` or one short ``ValueError`` line, never another
+    exception (the fuzzing of tests/test_train_fuzz.py, for agent specs)."""
+    try:
+        parsed = registry.parse_spec(spec)
+    except ValueError as err:
+        message = str(err)
+        assert message.startswith("bad agent spec ") and "\n" not in message, message
+        assert len(message) < 700, message
+        return
+    assert parsed.kind in {entry.kind for entry in registry.ENTRIES}
+    for number in (parsed.value, parsed.sims):
+        assert number is None or 0 <= number <= inputs.MAX_SIMULATIONS
+    assert parsed.step in (None, registry.LAST) or 0 <= parsed.step <= registry.MAX_STEP
 
 
 # --- Which checkpoint a run spec without STEP chose, in one line. ---
