@@ -14,7 +14,10 @@ of its moves the agent shows what it decided with: for each column its
 improved policy, its value of the move and the simulations spent on it (a
 value-based agent, which does not search: its Q-value of each column), the
 chosen column marked. Illegal input (not a number, out of range, a full
-column) re-prompts with the reason; keys typed while the agent thinks are
+column) re-prompts with the reason: a column is ASCII digits only
+(``c4jax.inputs``), so ``²``, ``①`` or a 100,000-digit line are refused like
+any other text. ``--sims`` is at most ``c4jax.inputs.MAX_SIMULATIONS``, as for
+every command and the web server. Keys typed while the agent thinks are
 dropped. At the end of a game it offers a rematch. Ctrl-C ends the program at
 once with exit code 130.
 
@@ -31,11 +34,15 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
+from c4jax import inputs
 from c4jax.position import MARKS, NUM_COLS, NUM_ROWS, Position
 from c4jax.run import cli, interrupt, xla_flags
 
 COLUMN_LINE = "  ".join("1234567")
 QUIT_WORDS = ("q", "quit", "exit")
+MAX_STEP = 10**9  # --step: the largest iteration (as judge.registry.MAX_STEP, not imported:
+# that would load JAX before the interrupt handler is in place)
+_DIGITS = frozenset("0123456789")
 
 InputFn = Callable[[str], str]
 PrintFn = Callable[[str], None]
@@ -110,11 +117,15 @@ def check_column(text: str, moves: str) -> tuple[int | None, str | None]:
     """
     if not text:
         return None, "type a column number 1-7 (or q to quit)"
-    if not text.isdigit():
-        return None, f"{text!r} is not a column number; type 1-7 (or q to quit)"
-    column = int(text)
-    if not 1 <= column <= NUM_COLS:
-        return None, f"there is no column {column}; type 1-7"
+    try:  # ASCII digits only: "²" and "①" pass str.isdigit() but not int()
+        column = inputs.parse_count(text, name="column", low=1, high=NUM_COLS)
+    except inputs.InputError:
+        if not set(text) <= _DIGITS:
+            return None, f"{inputs.shown(text)} is not a column number; type 1-7 (or q to quit)"
+        digits = text.lstrip("0") or "0"
+        if len(digits) > 20:  # a 100,000-digit line: not repeated in full
+            digits = f"{digits[:20]}... ({len(digits)} digits)"
+        return None, f"there is no column {digits}; type 1-7"
     if moves.count(str(column)) >= NUM_ROWS:
         return None, f"column {column} is full; choose another"
     return column - 1, None
@@ -330,8 +341,24 @@ def _load_player(run_dir: str | None, sims: int | None, step: int | str | None):
     return Player.load(run_dir, num_simulations=sims, step=step)
 
 
+def checkpoint_step(text: str) -> int | str:
+    """``--step``: an iteration ``0..MAX_STEP`` (ASCII digits), ``last`` or ``best``
+    (argparse's ``type``)."""
+    if text in ("last", "best"):
+        return text
+    if not text or not set(text) <= _DIGITS:
+        raise argparse.ArgumentTypeError(
+            f"{inputs.shown(text)} is not a checkpoint step: give an iteration, last or best"
+        )
+    return inputs.count_arg("--step", low=0, high=MAX_STEP)(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: loads the agent and plays games until the human stops."""
+    """Command line: loads the agent and plays games until the human stops.
+
+    Returns 0, or 2 for bad input; argparse's own errors (a number out of its
+    bounds among them) exit 2 with ``error: argument ...``.
+    """
     xla_flags.enable_fast_cpu()  # before the first device query
     parser = argparse.ArgumentParser(
         prog="python -m c4jax.play",
@@ -346,14 +373,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--sims",
-        type=int,
+        type=inputs.count_arg("--sims", low=0, high=inputs.MAX_SIMULATIONS),
         default=None,
-        help="search simulations per agent move (default: the agent's evaluation setting;"
-        " 0 = the network alone)",
+        help=f"search simulations per agent move, 0-{inputs.MAX_SIMULATIONS} (default: the"
+        " agent's evaluation setting; 0 = the network alone)",
     )
     parser.add_argument(
         "--step",
-        type=cli.checkpoint_step,
+        type=checkpoint_step,
         default=None,
         help="the checkpoint: an iteration, last (the newest) or best (the best by evaluation"
         " score; the default, and which iteration it is gets printed)",
@@ -371,11 +398,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         " (e.g. 4453: x in 4, o in 4, x in 5, o in 3)",
     )
     args = parser.parse_args(argv)
-    if args.sims is not None and args.sims < 0:
-        print(f"error: --sims: got {args.sims}, allowed: >= 0", file=sys.stderr)
-        return 2
     if args.run_dir is None and args.step is not None:
         print("error: --step needs a run directory", file=sys.stderr)
+        return 2
+    if len(args.moves) > NUM_COLS * NUM_ROWS:  # not repeated in full in the message
+        print(
+            f"error: --moves: got {inputs.shown(args.moves)}, a game has at most"
+            f" {NUM_COLS * NUM_ROWS} moves",
+            file=sys.stderr,
+        )
         return 2
     try:
         start = Position.parse(args.moves)

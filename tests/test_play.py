@@ -92,6 +92,44 @@ def test_check_column():
     assert play.check_column("-1", "")[0] is None
 
 
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("\u00b2", "'\u00b2' is not a column number"),  # "²".isdigit() is True, int() fails
+        ("\u2460", "'\u2460' is not a column number"),  # circled 1, the same
+        ("\u0663", "'\u0663' is not a column number"),  # Arabic-Indic 3: int() says 3
+        ("+1", "'+1' is not a column number"),
+        ("1_0", "'1_0' is not a column number"),
+        ("08", "there is no column 8"),
+        ("1" * 100_000, "there is no column 11111111111111111111... (100000 digits)"),
+        ("x" * 100_000, "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... (100000 characters)"),
+    ],
+)
+def test_check_column_takes_ascii_digits_only(text, reason):
+    column, message = play.check_column(text, "")
+    assert column is None and reason in message and len(message) < 200, message
+    assert play.check_column("04", "") == (3, None)
+
+
+@pytest.mark.slow
+def test_odd_digits_and_a_huge_line_on_stdin_reprompt_in_a_real_process():
+    """``python -m c4jax.play`` fed ``²``, ``①`` and a 100,000-digit line: each is
+    re-prompted with a reason (before: a traceback on the first), then q quits."""
+    lines = ["\u00b2", "\u2460", "1" * 100_000, "q"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "c4jax.play", "--sims", "0", "--first", "human"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONIOENCODING": "utf-8"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "'\u00b2' is not a column number" in proc.stdout
+    assert "'\u2460' is not a column number" in proc.stdout
+    assert "there is no column 11111111111111111111... (100000 digits)" in proc.stdout
+    assert proc.stdout.rstrip().endswith("You quit. Bye.")
+    assert max(len(line) for line in proc.stdout.splitlines()) < 300
+
+
 @pytest.mark.slow
 def test_whole_game_against_the_tiny_agent(tiny_run):
     """The real agent, moving first, against a human who cycles through the columns."""
@@ -167,8 +205,42 @@ def test_main_names_the_checkpoint_it_chose_and_plays_the_newest_with_step_last(
 def test_main_missing_run_exits_2(tmp_path, capsys):
     assert play.main([str(tmp_path / "nope"), "--first", "human"]) == 2
     assert "not a run directory" in capsys.readouterr().err
-    assert play.main([str(tmp_path), "--sims", "-3"]) == 2
-    assert "--sims" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, problem",
+    [
+        (["--sims", "-3"], "argument --sims: got '-3', allowed: a whole number 0-4096"),
+        # Before: accepted, and the search grew until the kernel's OOM killer (15.8 GB).
+        (["--sims", "100000000"], "argument --sims: got 100000000, allowed: 0-4096"),
+        (["--sims", "\u00b2"], "argument --sims: got '\u00b2', allowed: a whole number 0-4096"),
+        (["--sims", "\u0663"], "argument --sims: got '\u0663'"),  # an Arabic-Indic 3
+        (["--sims", "1" * 100_000], "(100000 digits), allowed: 0-4096"),
+        (["runs/X", "--step", "\u00b2"], "argument --step: '\u00b2' is not a checkpoint step"),
+        (["runs/X", "--step", "1" * 11], "argument --step: got 11111111111, allowed: 0-1000000000"),
+        (["runs/X", "--step", "-1"], "argument --step: '-1' is not a checkpoint step"),
+    ],
+)
+def test_number_options_are_ascii_digits_within_bounds(argv, problem, usage_error):
+    last = usage_error(play.main, argv).strip().splitlines()[-1]  # after the usage lines
+    assert last.startswith("python -m c4jax.play: error: ") and problem in last, last
+    assert len(last) < 300, last
+
+
+def test_sims_cap_is_the_shared_one(usage_error):
+    from c4jax import inputs
+
+    parser_err = usage_error(play.main, ["--sims", str(inputs.MAX_SIMULATIONS + 1)])
+    assert f"allowed: 0-{inputs.MAX_SIMULATIONS}" in parser_err
+    assert play.checkpoint_step(str(play.MAX_STEP)) == play.MAX_STEP
+    assert [play.checkpoint_step(t) for t in ("0", "40", "last", "best")] == [0, 40, "last", "best"]
+
+
+def test_a_very_long_moves_option_is_one_short_line(capsys):
+    assert play.main(["--moves", "4" * 100_000]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --moves: got '4444") and "(100000 characters)" in err
+    assert "at most 42 moves" in err and err.count("\n") == 1 and len(err) < 200
 
 
 def test_board_text_marks_the_last_move_and_the_winning_line():
