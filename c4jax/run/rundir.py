@@ -1,8 +1,17 @@
 """The run directory: checked before anything compiles, locked while a trainer uses it.
 
+    rundir.check_ours(Path("runs/x"), not_a_config)  # ValueError: someone else's files
     workdir = rundir.prepare(Path("runs/x"))       # ValueError naming the path
     with rundir.lock(workdir):                     # ValueError naming the holder
         ...
+    rundir.write_atomic(workdir / "config.json", text)  # whole or not at all
+
+*A c4jax run* is a directory whose ``config.json`` reads as a c4jax configuration
+(``not_a_config`` says so; a trainer writes it before anything else it keeps). A
+directory a trainer may use is a missing or empty one, a run, or one holding
+only what a trainer creates before its ``config.json`` (the lock, an empty
+``checkpoints/``); ``check_ours`` refuses any other, so that a ``--workdir``
+typed wrong never has its ``config.json`` or ``metrics.jsonl`` rewritten.
 
 Only the standard library: a command line can check its paths before JAX loads.
 """
@@ -16,7 +25,7 @@ import fcntl
 import os
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 LOCK_FILE = ".lock"  # holds "pid host start-time" of the trainer using the directory
@@ -108,3 +117,87 @@ def newest_run(runs_dir: Path) -> Path:
     if not runs:
         raise ValueError(f"--resume: no run directory with a config.json under {runs_dir}/")
     return max(runs, key=last_active)
+
+
+def check_ours(workdir: Path, not_a_config: Callable[[Path], str | None],
+               *, flag: str = "--workdir") -> None:
+    """Refuses a ``workdir`` that holds files but is not a c4jax run (see the module).
+
+    ``not_a_config(path)``: None when the file ``path`` reads as a c4jax
+    configuration, else why not (one line).
+
+    Raises:
+        ValueError: one line naming the directory, why it is not a run (its
+            ``config.json`` is not c4jax's, or it has none) and a few of its
+            files, and the ways out: another directory, or ``--force-workdir``.
+    """
+    workdir = Path(workdir)
+    if not workdir.is_dir():
+        return  # missing (created later), or a file (prepare names it)
+    config = workdir / "config.json"
+    if config.is_file():
+        problem = not_a_config(config)
+        if problem is None:
+            return
+        why = f"its {config.name} is not a c4jax configuration: {problem}"
+    else:
+        try:
+            names = sorted(p.name for p in workdir.iterdir() if not _ours_before_config(p))
+        except OSError:
+            return  # unreadable: prepare says what is wrong with it
+        if not names:
+            return
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        why = f"it holds files ({shown}) but no config.json"
+    raise ValueError(
+        f"{flag} {workdir}: not a c4jax run directory ({why}); a trainer would overwrite "
+        "its config.json and metrics.jsonl. Give a new or empty directory, or add "
+        "--force-workdir to use this one anyway"
+    )
+
+
+def _ours_before_config(path: Path) -> bool:
+    """Whether ``path`` is something a trainer creates before config.json (the lock,
+    an empty checkpoints/)."""
+    if path.name == LOCK_FILE:
+        return path.is_file()
+    if path.name == "checkpoints" and path.is_dir():
+        try:
+            return not any(path.iterdir())
+        except OSError:
+            return False
+    return False
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replaces ``path`` by a file holding ``text``, whole or not at all.
+
+    The text goes to a temporary file beside it, is flushed to the disk and
+    renamed over ``path``; on any failure (a full disk) the temporary file is
+    removed and ``path`` is left as it was.
+
+    Raises:
+        OSError: with ``filename`` set to ``path``.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise OSError(err.errno, err.strerror, str(path)) from None
+
+
+def saved_steps(workdir: Path) -> list[int]:
+    """The steps of the checkpoints saved whole in ``workdir/checkpoints`` (Orbax renames
+    a checkpoint's folder to its step once it is written), oldest first."""
+    try:
+        names = [p.name for p in (Path(workdir) / "checkpoints").iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    return sorted(int(name) for name in names if name.isdecimal() and name.isascii())

@@ -14,16 +14,28 @@ the others (the lines and metrics.jsonl have them all).
 The ETA uses only the iterations after the first one of this process, which
 includes compiling the step (about two minutes for the ``cpu`` preset) and
 would inflate it.
+
+Writing never blocks and never fails in the dark: both files are written in the
+calling thread and flushed every iteration (no writer thread that could die on a
+full disk and leave ``log`` waiting on its queue), and a write that fails raises
+an ``OSError`` naming the file. ``metrics.jsonl`` is only ever appended to or
+replaced whole (``rundir.write_atomic``); one deleted or replaced during the run
+is written again, with every line logged so far, and a ``warning``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import sys
+import time
+import warnings
 from pathlib import Path
 from typing import Literal
+
+from c4jax.run import rundir
 
 Mode = Literal["bar", "lines", "off"]
 _SHOWN = (  # (metric, label, format) shown in the bar and the lines
@@ -85,8 +97,75 @@ def _step_of(line: str) -> float:
         return float("inf")
 
 
+def _named(err: OSError, path: Path | str) -> OSError:
+    """``err`` as an OSError that names ``path`` (Python's flush and write errors do not)."""
+    if err.filename:
+        return err
+    return OSError(err.errno, err.strerror or str(err), str(path))
+
+
+class _EventFile:
+    """A TensorBoard event file written in the calling thread.
+
+    tensorboardX's ``SummaryWriter`` hands events to a writer thread through a
+    queue of ten: when that thread dies (a full disk), the eleventh event waits
+    for good. Here every write and flush happens in the caller, and its failure
+    is an ``OSError`` naming the file. ``purge_step``: TensorBoard drops the
+    events of the steps from it on written by an earlier process (a resume).
+    """
+
+    def __init__(self, logdir: Path, purge_step: int | None):
+        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+        self._event = Event
+        self.path = Path(logdir)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._writer = EventsWriter(str(self.path / "events"))  # its first event
+        except OSError as err:
+            raise _named(err, self.path) from None
+        self.path = Path(getattr(self._writer, "_file_name", self.path))
+        if purge_step is not None:
+            self._write(Event(step=purge_step, file_version="brain.Event:2"))
+            self._write(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
+        self.flush()
+
+    def _write(self, event) -> None:
+        try:
+            self._writer.write_event(event)
+        except OSError as err:
+            raise _named(err, self.path) from None
+
+    def scalars(self, step: int, metrics: dict[str, float]) -> None:
+        """One scalar event per metric at ``step``, then a flush."""
+        from tensorboardX.summary import scalar
+
+        now = time.time()
+        for name, value in metrics.items():
+            self._write(self._event(summary=scalar(name, value), wall_time=now, step=int(step)))
+        self.flush()
+
+    def flush(self) -> None:
+        try:
+            self._writer.flush()
+        except OSError as err:
+            raise _named(err, self.path) from None
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        except OSError as err:
+            raise _named(err, self.path) from None
+
+
 class RunLog:
-    """metrics.jsonl, TensorBoard event files and the progress display of one run."""
+    """metrics.jsonl, TensorBoard event files and the progress display of one run.
+
+    Raises (``__init__``, ``log``, ``close``):
+        OSError: a file could not be written (a full disk, a read-only file);
+            ``filename`` names it.
+    """
 
     def __init__(
         self,
@@ -100,8 +179,6 @@ class RunLog:
     ):
         """``stream``: where the bar goes (stderr); ``columns``: its width (default the
         terminal's, followed as it changes)."""
-        from tensorboardX import SummaryWriter
-
         self.total = total
         self.mode = mode
         self._stream = sys.stderr if stream is None else stream
@@ -110,14 +187,25 @@ class RunLog:
         self._times: list[float] = []
         # A resumed run repeats the steps after its last checkpoint: drop their
         # old records so each step is logged once (purge_step does it for TB).
-        path = Path(workdir) / "metrics.jsonl"
-        if path.exists():
-            kept = [line for line in path.read_text().splitlines() if _step_of(line) <= initial]
-            path.write_text("".join(line + "\n" for line in kept))
-        self._jsonl = path.open("a")
-        purge = initial + 1 if initial else None
-        self._tb = SummaryWriter(str(Path(workdir) / "tb"), purge_step=purge)
+        # Every line of the file, kept to write it again if it vanishes.
+        self._path = Path(workdir) / "metrics.jsonl"
+        self._lines: list[str] = []
+        self._jsonl = None
+        self._tb = None
         self._bar = None
+        self._failed = False
+        try:
+            if self._path.exists():
+                text = self._path.read_text()
+                self._lines = [line for line in text.splitlines() if _step_of(line) <= initial]
+                if text != self._text():  # replaced whole: a full disk leaves the old file
+                    rundir.write_atomic(self._path, self._text())
+            self._open()
+            self._tb = _EventFile(Path(workdir) / "tb", initial + 1 if initial else None)
+        except OSError as err:
+            self._failed = True
+            self._close_files()
+            raise _named(err, self._path) from None
         if mode == "bar":
             from tqdm import tqdm
 
@@ -126,6 +214,35 @@ class RunLog:
                 ncols=columns, dynamic_ncols=columns is None,
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
             )
+
+    def _text(self) -> str:
+        return "".join(line + "\n" for line in self._lines)
+
+    def _open(self) -> None:
+        """Opens metrics.jsonl for appending and remembers which file it is."""
+        self._jsonl = self._path.open("a")
+        stat = os.fstat(self._jsonl.fileno())
+        self._identity = (stat.st_dev, stat.st_ino)
+
+    def _still_there(self) -> bool:
+        """Whether metrics.jsonl is still the file opened (not deleted or replaced)."""
+        try:
+            stat = os.stat(self._path)
+        except FileNotFoundError:
+            return False
+        return (stat.st_dev, stat.st_ino) == self._identity
+
+    def _restore_file(self) -> None:
+        """Writes metrics.jsonl again, whole, after it vanished, and says so."""
+        with contextlib.suppress(OSError):
+            self._jsonl.close()
+        rundir.write_atomic(self._path, self._text())
+        self._open()
+        warnings.warn(
+            f"{self._path} was deleted or replaced during the run: wrote it again with "
+            f"the {len(self._lines)} lines logged so far",
+            stacklevel=3,
+        )
 
     def _width(self) -> int:
         """The bar's width in columns: the given one, else the terminal's (80 if unknown)."""
@@ -159,10 +276,7 @@ class RunLog:
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Records iteration ``step``'s metrics everywhere and advances the display."""
-        self._jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
-        self._jsonl.flush()
-        for name, value in metrics.items():
-            self._tb.add_scalar(name, value, step)
+        self._write(step, metrics)
         if not self._first and "seconds" in metrics:
             self._times.append(metrics["seconds"])
         self._first = False
@@ -179,8 +293,43 @@ class RunLog:
             parts = [*fields.values(), *timing]
             print(f"iteration {step}/{self.total}  " + "  ".join(parts), flush=True)
 
+    def _write(self, step: int, metrics: dict[str, float]) -> None:
+        """Appends the metrics to metrics.jsonl and the event file, both flushed."""
+        line = json.dumps({"step": step, **metrics})
+        try:
+            if not self._still_there():
+                self._restore_file()
+            self._lines.append(line)
+            try:
+                self._jsonl.write(line + "\n")
+                self._jsonl.flush()
+            except OSError as err:
+                raise _named(err, self._path) from None
+            self._tb.scalars(step, metrics)
+        except OSError:
+            self._failed = True
+            raise
+
+    def _close_files(self) -> OSError | None:
+        """Closes both files; the first failure, or None."""
+        first = None
+        for file in (self._tb, self._jsonl):
+            if file is None:
+                continue
+            try:
+                file.close()
+            except OSError as err:
+                first = first or _named(err, self._path)
+        self._tb = self._jsonl = None
+        return first
+
     def close(self) -> None:
+        """Closes the bar and the files. A failure to write the last lines raises an
+        OSError, unless an earlier write already failed (that one was raised)."""
         if self._bar is not None:
             self._bar.close()
-        self._tb.close()
-        self._jsonl.close()
+            self._bar = None
+        failure = self._close_files()
+        if failure is not None and not self._failed:
+            self._failed = True
+            raise failure

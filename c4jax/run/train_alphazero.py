@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import shlex
 from pathlib import Path
 
 import jax
@@ -48,6 +49,46 @@ def check_compatible(stored: Config, requested: Config) -> None:
     config_lib.check_unchanged(stored, requested, _STATE_FIELDS)
 
 
+def check_resumable(stored, requested, workdir: Path, fields: tuple[str, ...],
+                    command: str) -> None:
+    """Raises ValueError when ``requested`` changes one of ``fields`` (dotted) of
+    ``stored``, the config a checkpoint of the run in ``workdir`` was trained with.
+
+    When the run's own ``config.json`` holds the changed values (it was edited
+    after the checkpoint was saved), the message says so, names the fields and
+    both values, and gives the command (``command``, the trainer's) that continues
+    with the checkpoint's values, which also rewrites config.json; otherwise (the
+    changes came from the command line) it is ``config_lib.check_unchanged``'s.
+    """
+    changed = [n for n in fields if config_lib.field_value(stored, n)
+               != config_lib.field_value(requested, n)]
+    if not changed:
+        return
+    path = Path(workdir) / "config.json"
+    try:
+        on_disk = config_lib.load(str(path), cls=type(requested))
+    except (OSError, ValueError):
+        on_disk = None
+    if on_disk is None or any(config_lib.field_value(on_disk, n)
+                              != config_lib.field_value(requested, n) for n in changed):
+        config_lib.check_unchanged(stored, requested, fields)  # overrides on the command line
+
+    def values(config) -> str:
+        return ", ".join(f"{n} {config_lib.field_value(config, n)!r}" for n in changed)
+
+    flags = " ".join(
+        f"--{n.replace('_', '-')} {shlex.quote(str(config_lib.field_value(stored, n)))}"
+        for n in changed
+    )
+    raise ValueError(
+        f"{path} says {values(requested)}, but the checkpoints in {path.parent / 'checkpoints'} "
+        f"were trained with {values(stored)} (config.json was edited since); a run cannot "
+        f"change these when it continues. Continue with the checkpoints' values (this also "
+        f"rewrites config.json): {command} --workdir {shlex.quote(str(workdir))} {flags}; "
+        "or train the new values in a new --workdir"
+    )
+
+
 def _resume_hint(workdir: Path) -> str:
     return f"python -m c4jax.train --workdir {workdir}"
 
@@ -59,7 +100,8 @@ def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
         manager,
         run.abstract_state(),
         quarantine=workdir / checkpoints.QUARANTINE_DIR if mover else None,
-        check_config=lambda stored: check_compatible(stored, config),
+        check_config=lambda stored: check_resumable(
+            stored, config, workdir, _STATE_FIELDS, "python -m c4jax.train"),
     )
     if resumed is None:
         return None, 0
@@ -128,7 +170,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
             f"--train.num-iterations is {total}; raise it to train on.")
         return summary
     if writer:
-        config_lib.save(config, workdir / "config.json")
+        save_config(config, workdir / "config.json")
     if state is None:
         state = run.init(trainer.run_keys(config.seed)[0])
     else:
@@ -169,6 +211,22 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
         to_checkpoint=run.to_checkpoint,
     ))
     return summary
+
+
+def save_config(config, path: Path) -> None:
+    """Writes ``config`` as the run's ``config.json`` (``config_lib.save``'s JSON), whole or
+    not at all (a full disk leaves the old file), and not when it already holds it.
+
+    Raises:
+        OSError: naming ``path``.
+    """
+    text = json.dumps(config_lib.to_dict(config), indent=2) + "\n"
+    try:
+        if path.read_text() == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    rundir.write_atomic(path, text)
 
 
 def _process_local(tree):

@@ -12,8 +12,14 @@ configuration asked for (``c4jax/configs/dqn/*.json`` are the value-based preset
 ``python -m c4jax.dqn.train``); ``python -m c4jax.train`` trains either kind,
 ``python -m c4jax.dqn.train`` value-based runs only.
 
+A ``--workdir`` that holds files but is not a c4jax run (``rundir.check_ours``)
+is refused before anything is written, unless ``--force-workdir`` is given.
+
 Exit codes: 0 done (or nothing to do), 1 the run failed (NaN/inf loss, a lost
-process), 2 bad input (a flag, a config file, a run directory), 130 Ctrl-C.
+process), 2 bad input (a flag, a config file, a run directory), 74 (``EXIT_IO``,
+sysexits' EX_IOERR) a file of the run could not be written (a full disk or
+quota, a read-only file or file system, an I/O error: one ``error:`` line names
+the file and the newest checkpoint saved), 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import errno
 import importlib.util
 import json
 import os
@@ -41,6 +48,11 @@ from c4jax.dqn.config import DQNConfig
 from c4jax.run.cli import one_line_warnings, tyro_cli
 
 RUNS_DIR = Path("runs")  # where new runs go, and where --resume looks
+EXIT_IO = 74  # sysexits' EX_IOERR: a file of the run could not be written
+# The errors of a file that cannot be written (not of a bug): exit EXIT_IO, one line.
+_IO_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+              errno.EIO, errno.EFBIG}
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def _option(metavar: str | None = None, hint: str | None = None, **kwargs):
@@ -74,6 +86,10 @@ class _RunFlags:
     )] = False
     print_config: Annotated[bool, _SWITCH, _option(
         help="Print the resolved configuration as JSON and exit: nothing is trained or written.",
+    )] = False
+    force_workdir: Annotated[bool, _SWITCH, _option(
+        help="Use --workdir although it holds files that are not a c4jax run (refused "
+        "without it): its config.json and metrics.jsonl are then replaced.",
     )] = False
 
 
@@ -150,6 +166,7 @@ class _Plan:
     no_progress: bool
     print_config: bool
     picked: str | None
+    force_workdir: bool = False
 
 
 class _PreParser(argparse.ArgumentParser):
@@ -162,7 +179,7 @@ def _pre_parse(argv: list[str]) -> argparse.Namespace:
     pre = _PreParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--config", default=None)
     pre.add_argument("--workdir", default=None)
-    for switch in ("--resume", "--no-progress", "--print-config"):
+    for switch in ("--resume", "--no-progress", "--print-config", "--force-workdir"):
         pre.add_argument(switch, action="store_true")
     return pre.parse_known_args(argv)[0]
 
@@ -274,6 +291,7 @@ def resolve(argv: list[str], command: str) -> _Plan:
         stored=stored if known.config is None and stored_kind is not None else None,
         config_name=known.config, rest=rest, cluster=cluster,
         no_progress=known.no_progress, print_config=known.print_config, picked=picked,
+        force_workdir=known.force_workdir,
     )
 
 
@@ -346,6 +364,23 @@ def parse_train_args(argv: list[str], command: str = _ALPHAZERO) -> Invocation:
     return load(resolve(argv, command))
 
 
+def not_a_config(path: Path) -> str | None:
+    """None when the file ``path`` reads as a c4jax run's configuration (a JSON object
+    with a ``train`` section that loads as either kind), else why not (one line)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        return f"not JSON ({' '.join(str(err).split())})"
+    if not isinstance(data, dict) or "train" not in data:
+        return "no train section"
+    kind = DQNConfig if data.get("algorithm") == dqn_config.ALGORITHM else Config
+    try:
+        config_lib.from_dict(data, kind)
+    except ValueError as err:
+        return " ".join(str(err).split())
+    return None
+
+
 def train_main(argv: list[str] | None, command: str) -> int:
     """The trainers' ``main``: parse, check, train, report; returns the exit code."""
     import jax
@@ -357,6 +392,8 @@ def train_main(argv: list[str] | None, command: str) -> int:
     xla_flags.enable_fast_cpu()  # before the first device query
     try:
         plan = resolve(argv, command)
+        if not plan.force_workdir and not plan.print_config:
+            rundir.check_ours(plan.workdir, not_a_config)
         early = plan.cluster is not None or "--distributed" in plan.rest
         if plan.kind == _ALPHAZERO and early and not plan.print_config:
             distributed.initialize(plan.cluster)  # must precede every device query below
@@ -410,8 +447,16 @@ def _train(call: Invocation, name: str) -> int:
         train_and_evaluate = train_alphazero.train_and_evaluate
     try:
         summary = train_and_evaluate(config, workdir, progress=call.progress)
-    except (ValueError, train_alphazero.NonFiniteError, jax.errors.JaxRuntimeError) as err:
+    except Exception as err:
         several = jax.process_count() > 1
+        failure = io_failure(err)
+        if failure is not None:
+            hint = f"{PROG[call.kind]} --workdir {workdir}"
+            print(f"error: {io_message(failure, workdir, hint)}", file=sys.stderr)
+            return leave(EXIT_IO) if several else EXIT_IO
+        if not isinstance(err, (ValueError, train_alphazero.NonFiniteError,
+                                jax.errors.JaxRuntimeError)):
+            raise
         message, code = str(err), 2 if isinstance(err, ValueError) else 1
         if several and peer_failure(err):
             first = (message.strip().splitlines() or [""])[0]
@@ -426,7 +471,7 @@ def _train(call: Invocation, name: str) -> int:
         print(f"error: {message}", file=sys.stderr)
         return leave(code) if several else code
     if summary["interrupted"]:
-        return interrupt.EXIT_CODE
+        return summary.get("exit_code", interrupt.EXIT_CODE)
     if summary["done"]:
         final = ", ".join(f"{k} {v:.3f}" for k, v in summary["eval"].items())
         say(f"finished iteration {summary['step']}; last evaluation: {final or 'none'}")
@@ -436,6 +481,37 @@ def _train(call: Invocation, name: str) -> int:
     else:
         say(f"outputs in {workdir}; view with: {tensorboard_command(workdir)}")
     return 0
+
+
+def io_failure(err: BaseException) -> OSError | None:
+    """The OSError of a file that could not be written (``_IO_ERRNOS``) that ``err`` is or
+    was raised from (its ``__cause__`` and ``__context__``, as Orbax re-raises), or None."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _IO_ERRNOS:
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def io_message(err: OSError, workdir: Path, hint: str) -> str:
+    """One line: which file could not be written and why, the newest checkpoint saved in
+    ``workdir`` (or none), and how to go on (``hint``: the command that continues)."""
+    from c4jax.run import rundir
+
+    reason = err.strerror or errno.errorcode.get(err.errno or 0, "I/O error")
+    what = f"cannot write {err.filename}" if err.filename else f"cannot write in {workdir}"
+    steps = rundir.saved_steps(workdir)
+    saved = (f"checkpoint {steps[-1]} is the newest saved" if steps
+             else "no checkpoint was saved")
+    if err.errno in _NO_ROOM:
+        fix = "free some space there (or raise the quota)"
+    elif err.errno == errno.EIO:
+        fix = "check the disk"
+    else:
+        fix = "make it writable"
+    return f"{what} ({reason}); {saved}. {fix.capitalize()}, then continue with: {hint}"
 
 
 _STATUS = re.compile(r"^[A-Z_]+: ")  # how XLA's errors begin: "UNKNOWN: Gloo AllGather failed"

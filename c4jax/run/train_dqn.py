@@ -18,7 +18,7 @@ from c4jax.dqn import config as dqn_config
 from c4jax.dqn import trainer as dqn_trainer
 from c4jax.dqn.config import DQNConfig
 from c4jax.judge import periodic
-from c4jax.run import loop, rundir, runlog
+from c4jax.run import loop, rundir, runlog, train_alphazero
 from c4jax.store import checkpoints
 
 OPPONENTS = ("random", "win-if-you-can", "lookahead")  # periodic evaluation, agent specs
@@ -87,7 +87,8 @@ def _train(config: DQNConfig, workdir: Path, mode: runlog.Mode, stop_after) -> d
         resumed = checkpoints.restore_latest_good(
             manager, _abstract(init, init_key),
             quarantine=workdir / checkpoints.QUARANTINE_DIR,
-            check_config=lambda stored: check_compatible(stored, config),
+            check_config=lambda stored: train_alphazero.check_resumable(
+                stored, config, workdir, _STATE_FIELDS, "python -m c4jax.dqn.train"),
             config_type=DQNConfig,
         )
     except BaseException:
@@ -101,7 +102,7 @@ def _train(config: DQNConfig, workdir: Path, mode: runlog.Mode, stop_after) -> d
         say(f"nothing to do: {workdir} has done {step} iterations and "
             f"--train.num-iterations is {total}; raise it to train on.")
         return summary
-    config_lib.save(config, workdir / "config.json")
+    train_alphazero.save_config(config, workdir / "config.json")
     if state is None:
         state = init(init_key)
     else:
