@@ -1,5 +1,6 @@
 """The run directory: path checks, the lock, and which run ``--resume`` picks."""
 
+import errno
 import os
 import subprocess
 import sys
@@ -130,3 +131,72 @@ def test_newest_run_is_the_one_written_last_not_the_last_name(tmp_path):
     assert rundir.newest_run(tmp_path).name == "a-newer"  # its metrics.jsonl is fresh
     with pytest.raises(ValueError, match="no run directory with a config.json"):
         rundir.newest_run(tmp_path / "c-no-config")
+
+
+# -- someone else's directory -------------------------------------------------------------
+
+
+def _not_a_config(path):
+    """The test's stand-in for the trainers' check: a c4jax config has a train section."""
+    return None if '"train"' in path.read_text() else "no train section"
+
+
+def test_check_ours_accepts_a_new_an_empty_or_a_started_directory_and_a_run(tmp_path):
+    rundir.check_ours(tmp_path / "missing", _not_a_config)
+    rundir.check_ours(tmp_path, _not_a_config)  # empty
+    (tmp_path / rundir.LOCK_FILE).write_text("1 host 2024\n")
+    (tmp_path / "checkpoints").mkdir()  # what a trainer leaves before its config.json
+    rundir.check_ours(tmp_path, _not_a_config)
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "config.json").write_text('{"train": {}}')
+    rundir.check_ours(tmp_path, _not_a_config)  # a run, with the user's notes beside it
+
+
+def test_check_ours_refuses_someone_else_s_files_naming_why_and_the_way_out(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (tmp_path / "config.json").write_text('{"model": "resnet"}')
+    with pytest.raises(ValueError) as refused:
+        rundir.check_ours(tmp_path, _not_a_config)
+    message = str(refused.value)
+    assert message.startswith(f"--workdir {tmp_path}: not a c4jax run directory (its "
+                              "config.json is not a c4jax configuration: no train section)")
+    assert "--force-workdir" in message and "\n" not in message
+    (tmp_path / "config.json").unlink()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (tmp_path / name).write_text("x")
+    with pytest.raises(ValueError, match=r"holds files \(a\.txt, b\.txt, c\.txt and 1 more\) "
+                                         r"but no config\.json"):
+        rundir.check_ours(tmp_path, _not_a_config)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "x").write_text("")  # not empty: not only what we create
+    for name in ("a.txt", "b.txt", "c.txt", "metrics.jsonl"):
+        (tmp_path / name).unlink()
+    with pytest.raises(ValueError, match=r"holds files \(checkpoints\)"):
+        rundir.check_ours(tmp_path, _not_a_config)
+
+
+# -- whole files, saved checkpoints -------------------------------------------------------
+
+
+def test_write_atomic_replaces_whole_or_leaves_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "config.json"
+    rundir.write_atomic(path, "old\n")
+    rundir.write_atomic(path, "new\n")
+    assert path.read_text() == "new\n"
+
+    def full(fd):  # the disk fills as the new text is flushed to it
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as failed:
+        rundir.write_atomic(path, "newer\n")
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(path)
+    assert path.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # no temporary left
+
+
+def test_saved_steps_are_the_whole_checkpoints(tmp_path):
+    assert rundir.saved_steps(tmp_path) == []
+    for name in ("2", "10", "12.orbax-checkpoint-tmp-3", "\u0663"):  # Arabic-Indic 3
+        (tmp_path / "checkpoints" / name).mkdir(parents=True)
+    assert rundir.saved_steps(tmp_path) == [2, 10]

@@ -1,8 +1,15 @@
 """The run's log: metrics.jsonl, TensorBoard files readable by TensorBoard, and
 progress as plain lines with an ETA that ignores the compiling iteration."""
 
+import contextlib
+import errno
 import io
 import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +107,108 @@ def test_the_bar_leaves_out_what_does_not_fit_and_the_lines_keep_everything(tmp_
     line = capsys.readouterr().out
     assert "\r" not in line and line.count("\n") == 1
     assert "vs win-if-you-can 0.95" in line and "length 23.4" in line and "s/it" in line
+
+
+# -- files that vanish, fill up or cannot be written --------------------------------------
+
+
+def _steps(path):
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()]
+
+
+def test_a_metrics_file_deleted_during_the_run_is_written_again_whole(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')  # a resumed run's first line
+    log = runlog.RunLog(tmp_path, total=5, initial=1, mode="off")
+    log.log(2, {"loss": 1.0})
+    (tmp_path / "metrics.jsonl").unlink()
+    with pytest.warns(UserWarning, match=r"metrics\.jsonl was deleted or replaced during the "
+                                         r"run: wrote it again with the 2 lines logged so far"):
+        log.log(3, {"loss": 0.5})
+    assert _steps(tmp_path / "metrics.jsonl") == [1, 2, 3]
+    (tmp_path / "metrics.jsonl").rename(tmp_path / "old.jsonl")  # moved away: a new one
+    (tmp_path / "metrics.jsonl").write_text("someone's text\n")
+    with pytest.warns(UserWarning, match="the 3 lines"):
+        log.log(4, {"loss": 0.25})
+    log.log(5, {"loss": 0.125})
+    log.close()
+    assert _steps(tmp_path / "metrics.jsonl") == [1, 2, 3, 4, 5]
+
+
+@contextlib.contextmanager
+def _tmpfs(path, size):
+    """A tmpfs of ``size`` mounted at ``path`` (skipped, with the reason, where it cannot be)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a small tmpfs needs root and mount(8)")
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _fill(directory):
+    """Fills the file system of ``directory`` with one file, to the last byte."""
+    with open(directory / "filler", "wb") as filler:
+        with contextlib.suppress(OSError):
+            while True:
+                filler.write(b"\0" * 4096)
+                filler.flush()
+        with contextlib.suppress(OSError):
+            filler.close()
+
+
+def test_a_full_disk_raises_an_oserror_naming_the_file_and_never_blocks(tmp_path):
+    """A real full disk (a 256 KiB tmpfs): the write fails at once with ENOSPC naming
+    the file, in the caller; before, TensorBoard's writer thread died and ``log``
+    waited on its queue for good."""
+    with _tmpfs(tmp_path / "fs", "256k") as fs:
+        log = runlog.RunLog(fs, total=10**6, initial=0, mode="off")
+        _fill(fs)
+        outcome = {}
+
+        def log_until_it_fails():
+            try:
+                for step in range(1, 10**6):
+                    log.log(step, {f"metric{i}": float(i) for i in range(40)})
+            except OSError as err:
+                outcome["error"] = err
+            log.close()  # after the failure: no second error, no wait
+            outcome["closed"] = True
+
+        worker = threading.Thread(target=log_until_it_fails, daemon=True)
+        worker.start()
+        worker.join(timeout=60)
+        assert not worker.is_alive(), "RunLog.log or close blocked on a full disk"
+        err = outcome["error"]
+        assert err.errno == errno.ENOSPC and outcome["closed"]
+        assert Path(err.filename).parent in (fs, fs / "tb"), err.filename
+        # A resume on the still-full disk that must drop lines: it says so, and the
+        # file is left whole (replaced, never truncated).
+        before = (fs / "metrics.jsonl").read_text()
+        if before:
+            with pytest.raises(OSError) as again:
+                runlog.RunLog(fs, total=10, initial=0, mode="off")
+            assert again.value.errno == errno.ENOSPC
+            assert (fs / "metrics.jsonl").read_text() == before
+
+
+def test_an_unwritable_metrics_file_raises_an_oserror_naming_it(tmp_path, monkeypatch):
+    """Everywhere (no root needed): a write that fails as a read-only file's does."""
+    log = runlog.RunLog(tmp_path, total=3, initial=0, mode="off")
+    file = log._jsonl
+
+    class ReadOnly(io.TextIOWrapper):
+        def write(self, text):
+            raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(log, "_jsonl", ReadOnly(io.BytesIO()))
+    with pytest.raises(OSError) as failed:
+        log.log(1, {"loss": 1.0})
+    assert failed.value.errno == errno.EROFS
+    assert failed.value.filename == str(tmp_path / "metrics.jsonl")
+    log.close()  # the earlier failure was raised: closing does not raise again
+    file.close()
