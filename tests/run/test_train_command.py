@@ -1,7 +1,9 @@
 """The trainers' one command line (``c4jax.run.train_command``): the run-level flags in
-``--help``, which trainer a command line picks, and what ``--resume`` picks. Nothing
-here trains."""
+``--help``, which trainer a command line picks, what ``--resume`` picks, a ``--workdir``
+of someone else's files, and files that cannot be written (one line, exit 74). Nothing
+here trains but the tests marked slow."""
 
+import errno
 import json
 import os
 import time
@@ -13,6 +15,7 @@ from c4jax import train
 from c4jax.alphazero import config as config_lib
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import train as dqn_train
+from c4jax.run import train_alphazero, train_command
 
 
 @pytest.mark.parametrize("main, present, absent", [
@@ -128,3 +131,117 @@ def test_a_new_run_is_named_after_its_kind(runs):
     assert train.parse_args(["--config", "tiny"]).workdir.name[:1].isdigit()
     for call in (train.parse_args(["--config", "dqn/tiny"]), dqn_train.parse_args([])):
         assert call.workdir.parent == runs and call.workdir.name.startswith("dqn-")
+
+
+# -- someone else's directory -------------------------------------------------------------
+
+
+def _fake_training(monkeypatch, outcome):
+    """Replaces AlphaZero's training by ``outcome(config, workdir)`` (a summary, or raises);
+    returns the list of the work directories it was called with."""
+    calls = []
+
+    def train_and_evaluate(config, workdir, *, progress):
+        calls.append(Path(workdir))
+        return outcome(config, workdir)
+
+    monkeypatch.setattr(train_alphazero, "train_and_evaluate", train_and_evaluate)
+    return calls
+
+
+_DONE = {"interrupted": False, "done": 0, "step": 4, "eval": {}}
+
+
+def test_a_workdir_of_someone_else_s_files_is_refused_unless_forced(tmp_path, error_line,
+                                                                    monkeypatch, capsys):
+    theirs = {"config.json": '{"learning_rate": 0.1}\n', "metrics.jsonl": '{"epoch": 1}\n'}
+    for name, text in theirs.items():
+        (tmp_path / name).write_text(text)
+    calls = _fake_training(monkeypatch, lambda config, workdir: _DONE)
+    for argv in (["--workdir", str(tmp_path)], ["--config", "tiny", "--workdir", str(tmp_path)]):
+        err = error_line(train.main, argv)
+        assert f"--workdir {tmp_path}: not a c4jax run directory (its config.json is not a " \
+               "c4jax configuration: no train section)" in err and "--force-workdir" in err
+    assert not calls
+    assert {name: (tmp_path / name).read_text() for name in theirs} == theirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(theirs)  # not even a lock
+    assert train.main(["--config", "tiny", "--workdir", str(tmp_path), "--force-workdir"]) == 0
+    assert calls == [tmp_path]
+    capsys.readouterr()
+
+
+def test_force_workdir_is_listed_in_help(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit):
+        dqn_train.main(["--help"])
+    assert "--force-workdir" in capsys.readouterr().out
+
+
+# -- files that cannot be written -----------------------------------------------------------
+
+
+def _io_error_line(capsys, main, argv) -> str:
+    """``main(argv)`` must exit 74 with one ``error:`` line and no traceback."""
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == train_command.EXIT_IO == 74, err
+    lines = [line for line in err.splitlines() if not line.startswith("warning: ")]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_a_full_disk_while_writing_config_json_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """The real trainer up to its first write, which fails as on a full disk."""
+    from c4jax.run import rundir
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(rundir, "write_atomic", full)
+    line = _io_error_line(capsys, train.main, ["--config", "tiny", "--workdir", str(tmp_path)])
+    assert line == (
+        f"error: cannot write {tmp_path / 'config.json'} (No space left on device); no "
+        "checkpoint was saved. Free some space there (or raise the quota), then continue "
+        f"with: python -m c4jax.train --workdir {tmp_path}"
+    )
+
+
+@pytest.mark.parametrize("code, fix", [(errno.EACCES, "Make it writable"),
+                                       (errno.EIO, "Check the disk"),
+                                       (errno.EDQUOT, "Free some space")])
+def test_an_unwritable_file_raised_anywhere_is_one_error_line(code, fix, tmp_path, monkeypatch,
+                                                              capsys):
+    """However deep the OSError (Orbax re-raises it from its own errors), one line."""
+    config_lib.save(config_lib.load("tiny"), tmp_path / "config.json")  # a run, saved to 6
+    (tmp_path / "checkpoints" / "6").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "8.orbax-checkpoint-tmp-1").mkdir()
+    events = tmp_path / "tb" / "events.out.tfevents.1"
+
+    def fail(config, workdir):
+        try:
+            raise OSError(code, os.strerror(code), str(events))
+        except OSError as err:
+            raise RuntimeError("Save Finalize thread failed") from err
+
+    _fake_training(monkeypatch, fail)
+    line = _io_error_line(capsys, train.main, ["--workdir", str(tmp_path)])
+    assert line.startswith(f"error: cannot write {events} ({os.strerror(code)}); checkpoint 6 "
+                           f"is the newest saved. {fix}")
+
+
+def test_other_errors_are_not_taken_for_a_full_disk(tmp_path, monkeypatch):
+    def fail(config, workdir):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", "x")
+
+    _fake_training(monkeypatch, fail)
+    with pytest.raises(FileNotFoundError):
+        train.main(["--config", "tiny", "--workdir", str(tmp_path)])
+
+
+@pytest.mark.parametrize("summary, code", [({}, 130), ({"exit_code": 143}, 143)])
+def test_a_stopped_run_exits_with_the_code_of_what_stopped_it(summary, code, tmp_path,
+                                                              monkeypatch):
+    _fake_training(monkeypatch, lambda config, workdir: {**_DONE, "interrupted": True,
+                                                         **summary})
+    assert train.main(["--config", "tiny", "--workdir", str(tmp_path)]) == code
