@@ -59,7 +59,7 @@ def test_export_writes_the_variables_alone_and_they_load_back_exactly(tiny_run, 
     out = _export(tiny_run, tmp_path / "net", "--note", "tiny", "--results", str(results))
     assert out.returncode == 0, out.stderr[-2000:]
     files = sorted(p.name for p in (tmp_path / "net").iterdir())
-    assert files == ["config.json", "info.json", "variables.msgpack"]
+    assert files == ["checksums.json", "config.json", "info.json", "variables.msgpack"]
     assert (tmp_path / "net" / "variables.msgpack").stat().st_size < 100_000  # no optimizer
     original = checkpoints.restore_variables(tiny_run)
     loaded = exported.load_exported(tmp_path / "net")

@@ -35,11 +35,13 @@ from orbax.checkpoint import checkpoint_managers as policies
 
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import network
-from c4jax.store import damage
+from c4jax.store import damage, integrity
 from c4jax.store.damage import DamagedCheckpointError, DamagedCheckpointWarning, check_damage
 
 SCORE = "score"  # metric that ranks checkpoints; higher is better
 QUARANTINE_DIR = "damaged-checkpoints"  # where a resume moves damaged checkpoints (run dir)
+CHECKSUMS = "checksums"  # the item with the SHA-256 of every saved array (integrity)
+_ITEMS = ("state", "config", CHECKSUMS)
 
 
 def make_manager(workdir: Path, *, keep: int) -> ocp.CheckpointManager:
@@ -63,10 +65,41 @@ def make_manager(workdir: Path, *, keep: int) -> ocp.CheckpointManager:
         best_mode="max",
         enable_async_checkpointing=True,
         create=True,
+        # A process killed while saving leaves a *.orbax-checkpoint-tmp* folder;
+        # the next writer removes it (readers never list it as a step).
+        cleanup_tmp_directories=True,
     )
-    return ocp.CheckpointManager(
-        Path(workdir).absolute() / "checkpoints", options=options, item_names=("state", "config")
-    )
+    return _Manager(Path(workdir).absolute() / "checkpoints", options=options, item_names=_ITEMS)
+
+
+class _Manager(ocp.CheckpointManager):
+    """Orbax's manager, which also seals each checkpoint it saved once it is
+    committed (``damage.FILE_DIGESTS``: the SHA-256 of its files) and turns a
+    failed write into one ``OSError`` that names the path, leaving no partial
+    checkpoint behind (``save``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.unsealed: list[int] = []  # steps saved here and not yet sealed
+
+    def wait_until_finished(self) -> None:
+        """Waits for the async save (Orbax's), then seals what it committed.
+
+        Raises:
+            OSError: the save failed writing a file (``filename`` says which
+                path); its unfinished folder is removed.
+        """
+        try:
+            super().wait_until_finished()
+            steps, self.unsealed = self.unsealed, []
+            if jax.process_index() == 0:
+                for step in steps:
+                    damage.seal(Path(self.directory) / str(step))
+        except Exception as err:
+            failure = _write_error(self, err)
+            if failure is None:
+                raise
+            raise failure from err
 
 
 def open_for_reading(workdir: Path) -> ocp.CheckpointManager:
@@ -75,7 +108,7 @@ def open_for_reading(workdir: Path) -> ocp.CheckpointManager:
         read_only=True, best_fn=lambda metrics: metrics[SCORE], best_mode="max"
     )
     return ocp.CheckpointManager(
-        Path(workdir).absolute() / "checkpoints", options=options, item_names=("state", "config")
+        Path(workdir).absolute() / "checkpoints", options=options, item_names=_ITEMS
     )
 
 
@@ -85,8 +118,23 @@ def save(
     """Starts an async save of ``state`` and ``config`` at ``step`` (replacing one there).
 
     ``score`` is the evaluation score of this very step, or None if the step
-    was not evaluated (then only the "latest" rule keeps it).
+    was not evaluated (then only the "latest" rule keeps it). The SHA-256 of
+    every array of ``state`` (``integrity.leaf_digests``, computed here on the
+    host) is saved with them, in the same atomic commit, and checked by every
+    read.
     """
+    try:
+        _start_save(manager, step, state, config, score)
+    except Exception as err:
+        failure = _write_error(manager, err)
+        if failure is None:
+            raise
+        raise failure from err
+    if isinstance(manager, _Manager):
+        manager.unsealed.append(step)
+
+
+def _start_save(manager: ocp.CheckpointManager, step: int, state, config, score) -> None:
     if step in manager.all_steps():
         manager.wait_until_finished()
         manager.delete(step)
@@ -95,10 +143,24 @@ def save(
         args=ocp.args.Composite(
             state=ocp.args.StandardSave(state),
             config=ocp.args.JsonSave(config_lib.to_dict(config)),
+            **{CHECKSUMS: ocp.args.JsonSave(
+                {"algorithm": integrity.ALGORITHM, "leaves": integrity.leaf_digests(state)}
+            )},
         ),
         metrics=None if score is None else {SCORE: float(score)},
         force=True,
     )
+
+
+def _write_error(manager: ocp.CheckpointManager, err: BaseException) -> OSError | None:
+    """``err`` (of a save or its async part) as one ``OSError`` naming the path that
+    could not be written, after removing the save's unfinished folders; None when
+    ``err`` is no failure to write a file (then nothing is removed)."""
+    failure = damage.os_error(err)
+    if failure is None:
+        return None
+    damage.remove_unfinished(Path(manager.directory))
+    return failure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +246,8 @@ def restore_latest_good(
     def read(step: int) -> Resumed:
         _require_undamaged(manager, step)  # first: a missing file says so, not a side effect
         config = restore_config(manager, step, config_type)
+        # A flipped bit in a readable config is damage, not a change of fields.
+        _require_undamaged(manager, step, ("config", CHECKSUMS))
         if check_config is not None:
             check_config(config)
         state = _read_state(manager, step, abstract_state)
@@ -201,8 +265,17 @@ def restore_latest_good(
     return dataclasses.replace(found, skipped=tuple(skipped))
 
 
-def _require_undamaged(manager: ocp.CheckpointManager, step: int) -> None:
+def _require_undamaged(
+    manager: ocp.CheckpointManager, step: int, items: tuple[str, ...] = ()
+) -> None:
+    """Raises ``DamagedCheckpointError`` when ``check_damage`` finds something wrong
+    with checkpoint ``step``, or when a file in its folders ``items`` differs from
+    its SHA-256 in ``files.sha256`` (only reads of the whole state check files:
+    a partial read checks the arrays it reads, so that damage elsewhere does
+    not hide a good network)."""
     reason = check_damage(manager.directory, step)
+    if reason is None and items:
+        reason = damage.check_files(Path(manager.directory) / str(step), items)
     if reason is not None:
         raise DamagedCheckpointError(manager.directory, step, reason)
 
@@ -345,12 +418,17 @@ def _read_network(manager: ocp.CheckpointManager, step: int) -> NetworkCheckpoin
 
 
 def _read_state(manager: ocp.CheckpointManager, step: int, abstract_state):
-    """Orbax's restore of the whole state, its errors told apart as the module says."""
+    """Orbax's restore of the whole state, its errors told apart as the module says,
+    then checked against the recorded SHA-256 of its arrays and of its files."""
     args = ocp.args.StandardRestore(abstract_state)
     mismatch = f"checkpoint {step} does not match this version of c4jax's training state"
-    return _restore_or_explain(
+    state = _restore_or_explain(
         manager, step, args, abstract_state, partial=False, mismatch=mismatch
     ).state
+    # Last: Orbax's own error says more about a truncated file; this finds the
+    # flipped bits that no array read shows (e.g. in index nodes Orbax skips).
+    _require_undamaged(manager, step, damage.SEALED_ITEMS)
+    return state
 
 
 def _restore_or_explain(manager, step: int, args, target, *, partial: bool, mismatch: str):
@@ -359,7 +437,7 @@ def _restore_or_explain(manager, step: int, args, target, *, partial: bool, mism
     ``DamagedCheckpointError``."""
     damage.quiet_restore_leftovers()
     try:
-        return manager.restore(step, args=ocp.args.Composite(state=args))
+        restored = manager.restore(step, args=ocp.args.Composite(state=args))
     except Exception as err:  # Orbax and TensorStore raise many types, even Exception
         step_dir = Path(manager.directory) / str(step)
         if damage.stored_tree_fits(step_dir, target, partial=partial) is False:
@@ -369,6 +447,38 @@ def _restore_or_explain(manager, step: int, args, target, *, partial: bool, mism
         raise DamagedCheckpointError(
             manager.directory, step, damage.short_error(err, step_dir)
         ) from None
+    reason = integrity.check_leaves(restored.state, _recorded_digests(manager, step))
+    if reason is not None:
+        raise DamagedCheckpointError(manager.directory, step, reason)
+    return restored
+
+
+def _recorded_digests(manager: ocp.CheckpointManager, step: int) -> dict[str, str]:
+    """The SHA-256 of each array saved in checkpoint ``step`` (``save``), or ``{}``
+    for a checkpoint of an older c4jax, saved without them.
+
+    Raises:
+        DamagedCheckpointError: its ``checksums`` item is unreadable.
+    """
+    if not (Path(manager.directory) / str(step) / CHECKSUMS).is_dir():
+        return {}  # check_damage has said whether it should be there
+    try:
+        restored = manager.restore(
+            step, args=ocp.args.Composite(**{CHECKSUMS: ocp.args.JsonRestore()})
+        )
+        stored = restored[CHECKSUMS]
+        if stored.get("algorithm") != integrity.ALGORITHM:
+            raise ValueError(f"unknown algorithm {stored.get('algorithm')!r}")
+        digests = stored["leaves"]
+        if not isinstance(digests, dict):
+            raise ValueError("no 'leaves' object")
+    except Exception as err:  # a JSON, OS or Orbax error: damage either way
+        raise DamagedCheckpointError(
+            manager.directory,
+            step,
+            f"{CHECKSUMS}/metadata is unreadable: {damage.short_error(err)}",
+        ) from None
+    return digests
 
 
 def _by_score(manager: ocp.CheckpointManager) -> list[int]:

@@ -9,7 +9,10 @@ restore off stderr. ``c4jax.store.checkpoints`` uses them to fall back past dama
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
+import os
 import re
 import shutil
 import sys
@@ -17,6 +20,8 @@ from pathlib import Path
 
 import jax
 import orbax.checkpoint as ocp
+
+from c4jax.store import integrity
 
 
 class DamagedCheckpointWarning(UserWarning):
@@ -43,6 +48,10 @@ _NEEDED_FILES = (
     "state/_METADATA",
     "state/manifest.ocdbt",
 )
+# JSON items a checkpoint has only since some c4jax version (the checksums of its
+# arrays): needed when its _CHECKPOINT_METADATA lists them, so that deleting one
+# does not pass the checkpoint off as an older one.
+_LISTED_JSON_ITEMS = ("checksums",)
 
 
 def check_damage(directory: Path, step: int) -> str | None:
@@ -59,7 +68,9 @@ def check_damage(directory: Path, step: int) -> str | None:
     for name in _NEEDED_DIRS:
         if not (step_dir / name).is_dir():
             return f"{name}/ is missing"
-    for name in _NEEDED_FILES:
+    needed = list(_NEEDED_FILES)
+    needed += [f"{name}/metadata" for name in _LISTED_JSON_ITEMS if name in _listed_items(step_dir)]
+    for name in needed:
         path = step_dir / name
         if not path.is_file():
             return f"{name} is missing"
@@ -73,6 +84,16 @@ def check_damage(directory: Path, step: int) -> str | None:
             if data.is_file() and data.stat().st_size == 0:
                 return f"an empty data file: {data.relative_to(step_dir)}"
     return None
+
+
+def _listed_items(step_dir: Path) -> tuple[str, ...]:
+    """The items that ``_CHECKPOINT_METADATA`` says the checkpoint holds (``()`` if
+    it cannot be read: Orbax's own read of it says what is wrong)."""
+    try:
+        listed = json.loads((step_dir / "_CHECKPOINT_METADATA").read_text())["item_handlers"]
+        return tuple(listed) if isinstance(listed, dict) else ()
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
 
 
 def stored_tree_fits(step_dir: Path, target, *, partial: bool) -> bool | None:
@@ -214,3 +235,107 @@ def _is_restore_leftover(unraisable) -> bool:
             tb = tb.tb_next
     code = getattr(unraisable.object, "cr_code", None)  # a coroutine being finalized
     return code is not None and str(Path(code.co_filename).resolve()).startswith(_ORBAX_DIR)
+
+
+# The SHA-256 of every file of a committed checkpoint, as ``sha256sum`` writes them
+# (``sha256sum -c files.sha256`` in the step folder checks them too).
+FILE_DIGESTS = "files.sha256"
+SEALED_ITEMS = ("state", "config", "checksums")  # the folders whose files it lists
+
+
+def seal(step_dir: Path) -> None:
+    """Writes ``step_dir/files.sha256``: the SHA-256 of every file of a committed
+    checkpoint's items (atomically: a half-written list is never read).
+    A missing ``step_dir`` (deleted since) is left alone.
+
+    Raises:
+        OSError: writing it failed (the partial list is removed).
+    """
+    step_dir = Path(step_dir)
+    if not step_dir.is_dir():
+        return
+    lines = []
+    for item in SEALED_ITEMS:
+        for path in sorted((step_dir / item).glob("**/*")):
+            if path.is_file():
+                lines.append(f"{integrity.file_digest(path)}  {path.relative_to(step_dir)}\n")
+    partial = step_dir / f"{FILE_DIGESTS}.partial"
+    try:
+        partial.write_text("".join(lines))
+        os.replace(partial, step_dir / FILE_DIGESTS)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def check_files(step_dir: Path, items: tuple[str, ...] = SEALED_ITEMS) -> str | None:
+    """What is wrong with the files of a sealed checkpoint (``seal``) in the folders
+    ``items``, in a few words, or None (all match, or it was never sealed: an
+    older c4jax, or a process stopped between the commit and the seal)."""
+    listing = Path(step_dir) / FILE_DIGESTS
+    if not listing.is_file():
+        return None
+    try:
+        entries = [line.split("  ", 1) for line in listing.read_text().splitlines()]
+    except (OSError, UnicodeDecodeError):
+        return f"{FILE_DIGESTS} is unreadable"
+    for entry in entries:
+        if len(entry) != 2 or not re.fullmatch(r"[0-9a-f]{64}", entry[0]):
+            return f"{FILE_DIGESTS} is unreadable"
+        digest, name = entry
+        if name.split("/", 1)[0] not in items:
+            continue
+        path = Path(step_dir) / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if integrity.file_digest(path) != digest:
+            return f"{name} does not match its SHA-256 in {FILE_DIGESTS}: its data changed on disk"
+    return None
+
+
+_OS_ERROR_CODE = re.compile(r"os_error_code='?(\d+)")
+_FAILED_PATH = re.compile(r'(?:Failed writing|local file|file): "([^"]+)"')
+
+
+def os_error(err: BaseException) -> OSError | None:
+    """The failure to write a file in ``err`` (or the errors under it) as an
+    ``OSError`` with its ``errno`` and ``filename``, or None when it is none.
+
+    Orbax raises TensorStore's write errors as a ValueError whose text holds
+    the path and the system's error code (``[os_error_code='28']``).
+    """
+    chain: list[BaseException] = []
+    cause: BaseException | None = err
+    while cause is not None and cause not in chain and len(chain) < 16:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    for e in chain:
+        if isinstance(e, OSError) and e.errno is not None:
+            return e
+    for e in chain:
+        text = str(e)
+        code = _OS_ERROR_CODE.search(text)
+        if code is None and "No space left on device" in text:
+            code_value = errno.ENOSPC
+        elif code is None:
+            continue
+        else:
+            code_value = int(code.group(1))
+        paths = _FAILED_PATH.findall(text)
+        return OSError(code_value, os.strerror(code_value), paths[-1] if paths else None)
+    return None
+
+
+_UNFINISHED = "*.orbax-checkpoint-tmp*"  # Orbax's folders of a save not yet committed
+
+
+def remove_unfinished(directory: Path) -> list[Path]:
+    """Removes the folders of unfinished saves in a run's ``checkpoints/`` (a failed
+    or killed save's), so that nothing reads them; returns them."""
+    removed = sorted(Path(directory).glob(_UNFINISHED))
+    for path in removed:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return removed
