@@ -22,17 +22,31 @@ are not part of it), where the run logged them.
 
 Groups whose metrics are absent are skipped. Rendering uses matplotlib's Agg
 canvas directly (no display, no pyplot state).
+
+Output files (here and ``python -m c4jax.evaluate``'s ``--json`` and
+``--plot``) are checked before any work starts (``check_output``,
+``check_output_folder``: the folder is created and a small probe file written
+and removed) and written whole or not at all (``write_output``: a temporary
+file beside it, then renamed). A path that cannot be written is one
+``error:`` line naming it and saying why, exit status 2; a full disk (or a
+failing device) exit status ``EXIT_IO_ERROR`` (74, ``EX_IOERR`` of sysexits.h).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import math
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from c4jax import inputs
 
 TIME_LABEL = "training time at that iteration ({unit}; evaluations not included)"
 STEP_LABEL = "training iteration"
@@ -54,6 +68,133 @@ LABELS = {
 }
 _RATES = ("win_rate/", "score/", "mistake/", "mistake_nontrivial/")
 _RATE_KEYS = {"score", "mistake_rate", "first_player_win_rate", "draw_rate"}
+
+
+# --- Output files: checked before the work, written whole. ---
+
+EXIT_IO_ERROR = 74  # sysexits.h EX_IOERR: the disk is full or failing, not bad input
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+_PROBE_BYTES = 4096  # one page: a full disk refuses it
+
+
+class OutputError(ValueError):
+    """An output path that cannot be written: a one-line message and the exit status
+    to end with (``code``: 2 for a path that is wrong, ``EXIT_IO_ERROR`` for a full disk)."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+def _path(path: str | Path) -> str:
+    """A path as a message shows it: quoted, in full unless absurdly long."""
+    text = str(path)
+    return repr(text) if len(text) <= 300 else inputs.shown(text)
+
+
+def _why(err: OSError, path: Path) -> tuple[str, int]:
+    """What an OSError on ``path`` means to a user, and the exit status."""
+    if err.errno in _DISK_FULL:
+        return (
+            f"{err.strerror or err} (the disk is full or failing); free some space or"
+            " give a path on another disk", EXIT_IO_ERROR,
+        )
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied; give a path you can write", 2
+    if err.errno == errno.EROFS:
+        return "a read-only file system; give a path on a writable one", 2
+    if err.errno == errno.EISDIR:
+        return "it is a folder; give a file path", 2
+    if err.errno in (errno.ENOTDIR, errno.EEXIST):
+        return "part of it is a file, not a folder; give a path in a folder", 2
+    return f"{err.strerror or err}; give another path", 2
+
+
+def _output_error(name: str, path: Path, err: OSError, what: str = "") -> OutputError:
+    why, code = _why(err, path)
+    return OutputError(f"{name}: cannot write {_path(path)}: {why}{what}", code)
+
+
+def _probe(folder: Path) -> None:
+    """Writes, syncs and removes a small file in ``folder``; raises OSError if it cannot."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".c4jax-probe-")
+    try:
+        os.write(fd, b"\0" * _PROBE_BYTES)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def check_output_folder(folder: str | Path, *, name: str) -> Path:
+    """Before the work starts: ``folder`` is created if missing and can take a file.
+
+    Args:
+        folder: where outputs will go.
+        name: what it is in the message (``--out``, ``plots folder``).
+
+    Raises:
+        OutputError: one line naming ``folder`` and why it cannot be written.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _probe(folder)
+    except FileExistsError as err:  # a file where the folder (or one above it) should be
+        raise OutputError(
+            f"{name}: cannot write {_path(folder)}:"
+            f" {_path(err.filename or folder)} is a file; give a folder"
+        ) from None
+    except OSError as err:
+        raise _output_error(name, folder, err) from None
+    return folder
+
+
+def check_output(path: str | Path, *, name: str) -> Path:
+    """Before the work starts: the file ``path`` can be written (its folder is created
+    if missing; an existing file is replaced only at the end).
+
+    Raises:
+        OutputError: one line naming ``path`` and why it cannot be written.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{name}: {_path(path)} is a folder; give a file path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OutputError(
+            f"{name}: cannot write {_path(path)}: the file is read-only;"
+            " give another path"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _probe(path.parent)
+    except OSError as err:
+        raise _output_error(name, path, err) from None
+    return path
+
+
+def write_output(path: str | Path, write: Callable[[Path], object], *, name: str) -> Path:
+    """Writes ``path`` whole or not at all: ``write(tmp)`` fills a temporary file beside
+    it, which then replaces ``path``. Nothing is left behind on failure.
+
+    Raises:
+        OutputError: one line naming ``path`` and why it could not be written.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _output_error(name, path, err) from None
+    return path
+
+
+# --- Metrics and their words. ---
 
 
 def is_rate(key: str) -> bool:
@@ -335,10 +476,13 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
 
     Args:
         run_dir: a run directory (or a ``metrics.jsonl`` file).
-        out_dir: where to write (default ``RUN_DIR/plots``), created if needed.
+        out_dir: where to write (default ``RUN_DIR/plots``), created if needed and
+            checked before anything is drawn.
 
     Raises:
         ValueError: no metrics file, or nothing in it to plot.
+        OutputError: (a ValueError) the output folder cannot be written or the disk
+            is full; each PNG is written whole or not at all.
     """
     run_dir = Path(run_dir)
     metrics_path = run_dir if run_dir.is_file() else run_dir / "metrics.jsonl"
@@ -346,22 +490,24 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         raise ValueError(f"{run_dir}: no such run directory")
     records = read_metrics(metrics_path)
     name = metrics_path.parent.name
+    what = "--out" if out_dir is not None else "plots folder"
+    out_dir = Path(out_dir) if out_dir is not None else metrics_path.parent / "plots"
+    check_output_folder(out_dir, name=what)
     try:
         figs = figures(records, f"{name}: {len(records)} iterations")
     except ValueError as err:
         raise ValueError(f"{metrics_path}: {err}") from None
-    out_dir = Path(out_dir) if out_dir is not None else metrics_path.parent / "plots"
-    out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for stem, fig in figs.items():
         path = out_dir / f"{stem}.png"
-        fig.savefig(path, format="png", dpi=100)
+        write_output(path, lambda tmp, fig=fig: fig.savefig(tmp, format="png", dpi=100), name=what)
         written.append(path)
     return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line; returns the exit status (2 for bad input)."""
+    """Command line; returns the exit status (2 for bad input or an unwritable output
+    folder, ``EXIT_IO_ERROR`` for a full disk)."""
     parser = argparse.ArgumentParser(
         prog="python -m c4jax.plot",
         description="Draw PNG plots of a run's metrics over training: losses, policy"
@@ -373,6 +519,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         written = plot_run(args.run_dir, args.out)
+    except OutputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.code
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,7 +1,12 @@
 """PNG plots of metrics.jsonl."""
 
+import contextlib
+import errno
 import json
+import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -234,3 +239,95 @@ def test_plot_bad_input_exits_2(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_text("")
     assert plot.main([str(tmp_path)]) == 2
     assert "no metrics" in capsys.readouterr().err
+
+
+# --- Output folders that cannot be written, and a full disk. ---
+
+
+@contextlib.contextmanager
+def small_fs(path, size_k: int, read_only: bool = False):
+    """A real tmpfs of ``size_k`` KiB mounted at ``path`` (root only; skipped otherwise)."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a small tmpfs needs root")
+    path.mkdir(parents=True)
+    options = f"size={size_k}k" + (",ro" if read_only else "")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True
+    )
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(folder) -> None:
+    """Writes ``folder/filler`` until the file system is full."""
+    with open(folder / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError as err:
+            assert err.errno == errno.ENOSPC
+
+
+def _plot_main(argv, capsys):
+    code = plot.main(argv)
+    return code, capsys.readouterr().err
+
+
+def test_an_output_folder_that_is_a_file_or_under_one_is_one_error_line(tmp_path, capsys):
+    _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=False)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    for out in (blocker, blocker / "plots"):
+        code, err = _plot_main([str(tmp_path), "--out", str(out)], capsys)
+        assert code == 2 and err.startswith("error: --out: cannot write ") and "is a file" in err
+        assert err.count("\n") == 1, err
+    assert blocker.read_text() == "mine"
+
+
+def test_a_read_only_output_folder_is_one_error_line_before_drawing(tmp_path, capsys):
+    _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=False)
+    with small_fs(tmp_path / "ro", 64, read_only=True) as ro:
+        code, err = _plot_main([str(tmp_path), "--out", str(ro / "plots")], capsys)
+    assert code == 2, err
+    assert err == f"error: --out: cannot write {str(ro / 'plots')!r}: a read-only file system;" \
+        " give a path on a writable one\n"
+
+
+def test_a_full_disk_is_exit_74_and_leaves_no_partial_png(tmp_path, capsys):
+    _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=True)
+    with small_fs(tmp_path / "full", 256) as disk:
+        fill(disk)
+        code, err = _plot_main([str(tmp_path), "--out", str(disk)], capsys)
+        left = sorted(p.name for p in disk.iterdir())
+    assert code == plot.EXIT_IO_ERROR == 74, err
+    assert err.startswith(f"error: --out: cannot write {str(disk)!r}: No space left on device")
+    assert "free some space" in err and err.count("\n") == 1
+    assert left == ["filler"]  # no PNG, no temporary file
+
+
+def test_plots_fill_the_disk_midway_and_leave_no_partial_file(tmp_path, capsys):
+    """Room for the probe but not for every PNG: the write that fails leaves nothing
+    half-written (each PNG is whole or absent), exit 74."""
+    _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=True)
+    with small_fs(tmp_path / "small", 160) as disk:  # 3 of the 7 PNGs (36-214 KB) fit
+        code, err = _plot_main([str(tmp_path), "--out", str(disk)], capsys)
+        pngs = {p.name: p.read_bytes() for p in disk.iterdir()}
+    assert code == 74, err
+    assert "No space left on device" in err and err.count("\n") == 1
+    assert ".png': No space left on device" in err and 1 <= len(pngs) < 7, (err, list(pngs))
+    assert not [name for name in pngs if not name.endswith(".png")], pngs  # no .tmp left
+    assert all(data.startswith(PNG) and data.rstrip(b"\0").endswith(b"IEND\xaeB`\x82")
+               for data in pngs.values())
+
+
+def test_check_output_refuses_a_folder_and_a_read_only_file(tmp_path):
+    with pytest.raises(plot.OutputError, match="is a folder; give a file path"):
+        plot.check_output(tmp_path, name="--json")
+    assert plot.check_output(tmp_path / "new" / "r.json", name="--json").parent.is_dir()
+    assert not list((tmp_path / "new").iterdir())  # the probe is gone
+    written = plot.write_output(tmp_path / "r.json", lambda p: p.write_text("{}"), name="--json")
+    assert written.read_text() == "{}" and sorted(os.listdir(tmp_path)) == ["new", "r.json"]
