@@ -1,6 +1,12 @@
-"""Ctrl-C for interactive command lines: a short message and exit code 130, at once.
+"""Ctrl-C, SIGTERM and SIGHUP for command lines: a short message and the conventional
+exit code (128 + the signal: 130, 143, 129), at once.
 
     interrupt.exit_on_interrupt("Interrupted.")   # first thing in a command's entry point
+
+SIGTERM is what Colab, TPU VMs, SLURM, Kubernetes and ``docker stop`` send
+before they end a process (a SIGKILL follows after a grace period: often 30 s,
+10 s for ``docker stop``), SIGHUP what a closed terminal sends. An ignored
+SIGTERM or SIGHUP (``nohup``) stays ignored.
 
 Why not ``except KeyboardInterrupt``: Python runs signal handlers only between
 bytecodes of the main thread, so a Ctrl-C while XLA compiles or runs waits for
@@ -18,6 +24,7 @@ here, so it can be installed before JAX loads.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -26,6 +33,18 @@ import threading
 from collections.abc import Callable
 
 EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
+
+# The signals handled, with the name a message gives them. SIGHUP does not exist
+# on Windows.
+NAMES: dict[int, str] = {int(signal.SIGINT): "Ctrl-C", int(signal.SIGTERM): "SIGTERM"}
+if hasattr(signal, "SIGHUP"):
+    NAMES[int(signal.SIGHUP)] = "SIGHUP"
+
+
+def exit_code(signum: int) -> int:
+    """The code a shell reports for a process ended by ``signum``: 128 + its number
+    (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)."""
+    return 128 + int(signum)
 
 
 def _terminal_settings():
@@ -55,22 +74,45 @@ def exit_now(message: str, code: int = EXIT_CODE, terminal=None) -> None:
     os._exit(code)
 
 
-def _on_sigint(callback: Callable[[], None]) -> Callable[[], None]:
-    """Calls ``callback()`` from a daemon thread for every SIGINT, at once.
+def _hung_up() -> None:
+    """After a SIGHUP: points stdout and stderr at /dev/null where they are a terminal
+    that is gone (a write fails), so that the job's later prints (the save, the last
+    line) do not fail with EIO, as ``nohup`` would have arranged."""
+    for fd in (1, 2):
+        try:
+            os.write(fd, b"")  # EIO on a terminal that hung up (isatty is then False)
+            continue
+        except OSError as err:
+            if err.errno == errno.EBADF:
+                continue
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+
+
+def _on_signals(callback: Callable[[int], None]) -> Callable[[], None]:
+    """Calls ``callback(signum)`` from a daemon thread for every SIGINT, SIGTERM and
+    SIGHUP, at once (an ignored SIGTERM or SIGHUP stays ignored).
 
     The C-level handler writes the signal to a socket (``signal.set_wakeup_fd``)
     that the thread waits on, so this works while the main thread is inside
     XLA or Orbax. Main thread only.
 
     Returns:
-        ``release()``: puts back the handler and wakeup fd that were there before.
+        ``release()``: puts back the handlers and wakeup fd that were there before.
     """
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     # A Python-level handler must be installed for the wakeup fd to be written;
     # it does nothing: the thread does the work.
-    previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    previous: dict[int, object] = {}
+    for signum in NAMES:
+        if signum != signal.SIGINT and signal.getsignal(signum) == signal.SIG_IGN:
+            continue  # nohup, or a parent that wants this process to outlive it
+        previous[signum] = signal.signal(signum, lambda signum, frame: None)
     previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    handled = bytes(previous)
 
     def wait() -> None:
         del_guard = writer  # noqa: F841 - the socket must live as long as the thread
@@ -81,15 +123,18 @@ def _on_sigint(callback: Callable[[], None]) -> Callable[[], None]:
                 return
             if not data:
                 return
-            for _ in range(data.count(signal.SIGINT)):
-                callback()
+            for signum in data:
+                if signum in handled:
+                    callback(signum)
 
     thread = threading.Thread(target=wait, name="c4jax-interrupt", daemon=True)
     thread.start()
 
     def release() -> None:
         signal.set_wakeup_fd(previous_fd)
-        signal.signal(signal.SIGINT, previous_handler)
+        for signum, handler in previous.items():
+            # None: a handler not installed from Python; the default is the safe guess.
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         writer.close()  # the thread sees the end of the socket and returns
         thread.join(timeout=1.0)
         reader.close()
@@ -100,51 +145,82 @@ def _on_sigint(callback: Callable[[], None]) -> Callable[[], None]:
 def exit_on_interrupt(
     message: str = "Interrupted.", code: int = EXIT_CODE
 ) -> Callable[[], None]:
-    """Makes every later SIGINT end the process with ``message`` (stderr) and ``code``.
+    """Makes every later SIGINT, SIGTERM or SIGHUP end the process with ``message``
+    (stderr; the signal named after it unless it is a Ctrl-C) and ``code`` for a
+    SIGINT, 128 + the signal otherwise (143 for SIGTERM, 129 for SIGHUP).
 
     Must be called from the main thread (``signal`` requires it). Intended for
     command-line entry points, not for library code or tests.
 
     Returns:
-        ``release()``: puts the Ctrl-C handling from before back (Python's usual
-        one, for a part that handles it itself, such as a web server's
+        ``release()``: puts the signal handling from before back (Python's usual
+        one, for a part that handles them itself, such as a web server's
         graceful shutdown).
     """
     terminal = _terminal_settings()
-    return _on_sigint(lambda: exit_now(message, code, terminal))
+
+    def end(signum: int) -> None:
+        if signum == signal.SIGINT:
+            exit_now(message, code, terminal)
+        exit_now(f"{message} ({NAMES[signum]})", exit_code(signum), terminal)
+
+    return _on_signals(end)
 
 
 class StopRequest:
-    """Ctrl-C for a long job that stops cleanly: the first asks, the second aborts.
+    """Ctrl-C, SIGTERM or SIGHUP for a long job that stops cleanly: the first asks,
+    the second aborts.
 
         with interrupt.StopRequest(asked="...", aborted="...") as stop:
             while not stop.requested:
                 ...  # one unit of work, then save
+        return stop.exit_code  # 130, 143 or 129 (None: not stopped by a signal)
 
-    The first SIGINT sets ``requested`` and prints ``asked`` at once, even while
-    XLA compiles (as ``exit_on_interrupt`` does). The second ends the process
-    at once with ``aborted`` and exit code 130. Outside the main thread it does
-    nothing (``requested`` stays False): signals can only be handled there.
+    The first signal sets ``requested`` and ``signal`` and prints ``asked`` at
+    once (``asked(signum)`` if it is a function), even while XLA compiles (as
+    ``exit_on_interrupt`` does). The second ends the process at once with
+    ``aborted`` and the code of that second signal (130 for SIGINT, 143 for
+    SIGTERM, 129 for SIGHUP). After a SIGHUP, stdout and stderr are pointed at
+    /dev/null where their terminal is gone, so that the job can still save.
+    Outside the main thread it does nothing (``requested`` stays False):
+    signals can only be handled there.
     """
 
-    def __init__(self, *, asked: str, aborted: str, code: int = EXIT_CODE):
+    def __init__(
+        self, *, asked: str | Callable[[int], str], aborted: str, code: int = EXIT_CODE
+    ):
         self.asked = asked
         self.aborted = aborted
         self.code = code
         self.requested = False
+        self.signal: int | None = None  # the first signal received
         self._release: Callable[[], None] | None = None
 
-    def request(self) -> None:
-        """What a Ctrl-C does (the first sets the flag, the second exits)."""
+    @property
+    def exit_code(self) -> int | None:
+        """The code for the first signal (``code`` for SIGINT, 128 + the signal
+        otherwise), None before any."""
+        if self.signal is None:
+            return None
+        return self.code if self.signal == signal.SIGINT else exit_code(self.signal)
+
+    def request(self, signum: int = signal.SIGINT) -> None:
+        """What a signal does (the first sets the flag, the second exits)."""
+        signum = int(signum)
         if self.requested:
-            exit_now(self.aborted, self.code)
+            code = self.code if signum == signal.SIGINT else exit_code(signum)
+            exit_now(self.aborted, code)
+        self.signal = signum
         self.requested = True
+        asked = self.asked(signum) if callable(self.asked) else self.asked
         with contextlib.suppress(Exception):
-            os.write(2, f"\n{self.asked}\n".encode())
+            os.write(2, f"\n{asked}\n".encode())
+        if signum == getattr(signal, "SIGHUP", None):
+            _hung_up()
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
-            self._release = _on_sigint(self.request)
+            self._release = _on_signals(self.request)
         return self
 
     def __exit__(self, *exc) -> bool:

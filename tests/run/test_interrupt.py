@@ -1,0 +1,211 @@
+"""c4jax.run.interrupt: Ctrl-C, SIGTERM and SIGHUP, sent for real.
+
+In this process (the StopRequest of a long job) with ``os.kill(os.getpid(), ...)``,
+the handlers from before put back after each test; and to real subprocesses: a
+bare command line waiting in ``exit_on_interrupt``, ``python -m c4jax.play`` at its
+prompt and ``python -m c4jax.evaluate`` in the middle of a match.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from c4jax.run import interrupt
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+
+
+def _wait(condition, timeout=10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture
+def handlers():
+    """Puts back this process's handlers and wakeup fd, whatever a test leaves."""
+    names = list(interrupt.NAMES)
+    before = {signum: signal.getsignal(signum) for signum in names}
+    yield
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+    signal.set_wakeup_fd(-1)
+
+
+def test_exit_codes_are_128_plus_the_signal():
+    assert interrupt.exit_code(signal.SIGINT) == 130
+    assert interrupt.exit_code(signal.SIGTERM) == 143
+    assert interrupt.exit_code(signal.SIGHUP) == 129
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_asks_a_stop_request_once_with_the_signal_named(handlers, signum, capfd):
+    asked = []
+    with interrupt.StopRequest(asked=lambda s: asked.append(s) or f"asked by {s}",
+                               aborted="aborted") as stop:
+        assert not stop.requested and stop.exit_code is None
+        os.kill(os.getpid(), signum)
+        assert _wait(lambda: stop.requested), "the signal was not seen"
+    assert stop.signal == signum and asked == [signum]
+    assert stop.exit_code == 128 + signum
+    assert capfd.readouterr().err == f"\nasked by {signum}\n"
+    # Released: the handlers from before are back (pytest's own, Python's default).
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_a_string_message_and_the_sigint_code_given(handlers, capfd):
+    with interrupt.StopRequest(asked="stopping", aborted="aborted", code=3) as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert _wait(lambda: stop.requested)
+    assert stop.exit_code == 3
+    assert capfd.readouterr().err == "\nstopping\n"
+
+
+def test_an_ignored_sighup_stays_ignored(handlers):
+    """nohup: the job outlives its terminal, and a StopRequest does not undo that."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with interrupt.StopRequest(asked="asked", aborted="aborted") as stop:
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.3)
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert _wait(lambda: stop.requested)
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+
+
+def test_outside_the_main_thread_a_stop_request_does_nothing(handlers):
+    seen = []
+
+    def enter():
+        with interrupt.StopRequest(asked="asked", aborted="aborted") as stop:
+            seen.append(stop.requested)
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join()
+    assert seen == [False]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+# -- real subprocesses ---------------------------------------------------------------
+
+_WAITING = """
+import sys, time
+from c4jax.run import interrupt
+interrupt.{setup}
+print("ready", flush=True)
+time.sleep(60)
+print("never", flush=True)
+"""
+
+
+def _python(code: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=ENV, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "signum, code, line",
+    [(signal.SIGINT, 130, "Interrupted."), (signal.SIGTERM, 143, "Interrupted. (SIGTERM)"),
+     (signal.SIGHUP, 129, "Interrupted. (SIGHUP)")],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
+)
+def test_exit_on_interrupt_ends_with_one_line_and_the_conventional_code(signum, code, line):
+    proc = _python(_WAITING.format(setup='exit_on_interrupt("Interrupted.")'))
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == code
+    assert out == "" and err == f"\n{line}\n"
+
+
+def test_a_second_signal_aborts_a_stop_request_with_its_own_code():
+    """SIGTERM asks; a SIGHUP then ends the process at once with 129 and ``aborted``,
+    while the main thread is still busy."""
+    code = """
+    import time
+    from c4jax.run import interrupt
+    with interrupt.StopRequest(asked="asked", aborted="aborted") as stop:
+        print("ready", flush=True)
+        while True:
+            time.sleep(0.01)
+    """
+    proc = _python(code)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGHUP)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 129
+    assert err == "\nasked\n\naborted\n"
+
+
+def _ended_by(args, marker, signum, *, timeout=180) -> tuple[int, str]:
+    """Starts ``python -m ARGS``, sends ``signum`` once ``marker`` is in its output
+    (``""``: after a few seconds); returns (exit code, output after the marker)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, env=ENV, cwd=ROOT,
+    )
+    chunks, seen = [], threading.Event()
+
+    def read():  # by chunks: a prompt ends without a newline
+        while chunk := os.read(proc.stdout.fileno(), 4096).decode():
+            chunks.append(chunk)
+            if marker in "".join(chunks):
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        if marker:
+            assert seen.wait(timeout), f"never printed {marker!r}: {''.join(chunks)}"
+        time.sleep(0.5 if marker else 5)  # "": loading, compiling or playing
+        assert proc.poll() is None, "".join(chunks)
+        proc.send_signal(signum)
+        code = proc.wait(30)
+    finally:
+        proc.kill()
+    reader.join(10)
+    output = "".join(chunks)
+    return code, output.split(marker, 1)[1] if marker else output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_play_at_its_prompt_ends_with_one_line(signum):
+    code, after = _ended_by(["c4jax.play", "--first", "human", "--sims", "0"], "your move",
+                            signum)
+    name = interrupt.NAMES[signum]
+    assert code == 128 + signum, after
+    assert after.strip().splitlines()[-1] == f"Interrupted. Bye. ({name})", after
+    assert "Traceback" not in after and len(after.strip().splitlines()) <= 2, after
+
+
+@pytest.mark.slow
+def test_evaluate_in_the_middle_of_a_match_ends_with_one_line():
+    code, after = _ended_by(
+        ["c4jax.evaluate", "match", "mcts-4096", "minimax-8", "--games", "400"], "",
+        signal.SIGTERM)
+    assert code == 143, after
+    assert after.strip().splitlines()[-1] == "Interrupted. (SIGTERM)", after
+    assert "Traceback" not in after
