@@ -57,7 +57,7 @@ def check_resumable(stored, requested, workdir: Path, fields: tuple[str, ...],
     When the run's own ``config.json`` holds the changed values (it was edited
     after the checkpoint was saved), the message says so, names the fields and
     both values, and gives the command (``command``, the trainer's) that continues
-    with the checkpoint's values, which also rewrites config.json; otherwise (the
+    with the checkpoint's values (written to config.json once it trains); otherwise (the
     changes came from the command line) it is ``config_lib.check_unchanged``'s.
     """
     changed = [n for n in fields if config_lib.field_value(stored, n)
@@ -83,9 +83,9 @@ def check_resumable(stored, requested, workdir: Path, fields: tuple[str, ...],
     raise ValueError(
         f"{path} says {values(requested)}, but the checkpoints in {path.parent / 'checkpoints'} "
         f"were trained with {values(stored)} (config.json was edited since); a run cannot "
-        f"change these when it continues. Continue with the checkpoints' values (this also "
-        f"rewrites config.json): {command} --workdir {shlex.quote(str(workdir))} {flags}; "
-        "or train the new values in a new --workdir"
+        "change these when it continues. Continue with the checkpoints' values (config.json "
+        f"takes them again once it trains): {command} --workdir {shlex.quote(str(workdir))} "
+        f"{flags}; or train the new values in a new --workdir"
     )
 
 

@@ -25,11 +25,13 @@ the file and the newest checkpoint saved), 130 Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import errno
 import importlib.util
 import json
+import logging
 import os
 import re
 import sys
@@ -446,7 +448,13 @@ def _train(call: Invocation, name: str) -> int:
             say(xla_flags.describe())
         train_and_evaluate = train_alphazero.train_and_evaluate
     try:
-        summary = train_and_evaluate(config, workdir, progress=call.progress)
+        with held_errors() as held:
+            try:
+                summary = train_and_evaluate(config, workdir, progress=call.progress)
+            except Exception as err:
+                if io_failure(err) is not None:
+                    held.clear()  # what they say, the one line below says
+                raise
     except Exception as err:
         several = jax.process_count() > 1
         failure = io_failure(err)
@@ -483,6 +491,34 @@ def _train(call: Invocation, name: str) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def held_errors(logger: str = "absl"):
+    """Holds back the ERROR records of ``logger`` while the block runs, and logs them
+    when it ends, unless the block empties the list it is given.
+
+    Orbax logs every failed background save as an ERROR with a page of traceback,
+    then raises the error again in the caller: on a full disk that was some ninety
+    lines before the one that says what to do. The trainers' command line drops
+    them when it reports the failure in one line itself, and shows them otherwise.
+    """
+    held: list[logging.LogRecord] = []
+    target = logging.getLogger(logger)
+
+    def hold(record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            held.append(record)
+            return False
+        return True
+
+    target.addFilter(hold)
+    try:
+        yield held
+    finally:
+        target.removeFilter(hold)
+        for record in held:
+            target.handle(record)
+
+
 def io_failure(err: BaseException) -> OSError | None:
     """The OSError of a file that could not be written (``_IO_ERRNOS``) that ``err`` is or
     was raised from (its ``__cause__`` and ``__context__``, as Orbax re-raises), or None."""
@@ -502,6 +538,9 @@ def io_message(err: OSError, workdir: Path, hint: str) -> str:
 
     reason = err.strerror or errno.errorcode.get(err.errno or 0, "I/O error")
     what = f"cannot write {err.filename}" if err.filename else f"cannot write in {workdir}"
+    saving = _saving(err.filename, workdir)
+    if saving is not None:
+        what = f"cannot save checkpoint {saving} in {Path(workdir) / 'checkpoints'}"
     steps = rundir.saved_steps(workdir)
     saved = (f"checkpoint {steps[-1]} is the newest saved" if steps
              else "no checkpoint was saved")
@@ -512,6 +551,21 @@ def io_message(err: OSError, workdir: Path, hint: str) -> str:
     else:
         fix = "make it writable"
     return f"{what} ({reason}); {saved}. {fix.capitalize()}, then continue with: {hint}"
+
+
+def _saving(filename, workdir: Path) -> int | None:
+    """The step of the checkpoint whose (temporary) folder holds ``filename``, if one does."""
+    if not filename:
+        return None
+    try:
+        parts = Path(filename).relative_to(Path(workdir).absolute() / "checkpoints").parts
+    except ValueError:
+        try:
+            parts = Path(filename).relative_to(Path(workdir) / "checkpoints").parts
+        except ValueError:
+            return None
+    found = re.match(r"([0-9]+)(\.orbax-checkpoint-tmp.*)?$", parts[0]) if parts else None
+    return int(found.group(1)) if found else None
 
 
 _STATUS = re.compile(r"^[A-Z_]+: ")  # how XLA's errors begin: "UNKNOWN: Gloo AllGather failed"

@@ -3,9 +3,13 @@
 of someone else's files, and files that cannot be written (one line, exit 74). Nothing
 here trains but the tests marked slow."""
 
+import contextlib
 import errno
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,7 +19,7 @@ from c4jax import train
 from c4jax.alphazero import config as config_lib
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn import train as dqn_train
-from c4jax.run import train_alphazero, train_command
+from c4jax.run import rundir, train_alphazero, train_command
 
 
 @pytest.mark.parametrize("main, present, absent", [
@@ -245,3 +249,128 @@ def test_a_stopped_run_exits_with_the_code_of_what_stopped_it(summary, code, tmp
     _fake_training(monkeypatch, lambda config, workdir: {**_DONE, "interrupted": True,
                                                          **summary})
     assert train.main(["--config", "tiny", "--workdir", str(tmp_path)]) == code
+
+
+# -- real faults on a real run --------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _tmpfs(path, size):
+    """A tmpfs of ``size`` mounted at ``path`` (skipped, with the reason, where it cannot be)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a small tmpfs needs root and mount(8)")
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _train_cli(*args, timeout=400):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([sys.executable, "-m", "c4jax.train", "--no-progress", *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _one_io_error(done) -> str:
+    """The one ``error:`` line of a trainer that stopped on an unwritable file (exit 74)."""
+    assert done.returncode == 74, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("warning: ")]
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_with_one_line_and_the_run_continues_once_there_is_room(tmp_path):
+    """A real 1.5 MB tmpfs fills up during a tiny run: before, the trainer hung for good
+    (TensorBoard's writer thread died and the log waited on its queue) or printed ~90
+    lines of tracebacks with exit 2."""
+    with _tmpfs(tmp_path / "fs", "1500k") as fs:
+        run = fs / "run"
+        hint = f"then continue with: python -m c4jax.train --workdir {run}"
+        line = _one_io_error(_train_cli("--config", "tiny", "--workdir", str(run),
+                                        "--train.num-iterations", "40"))
+        assert "(No space left on device)" in line and line.endswith(hint), line
+        steps = rundir.saved_steps(run)
+        assert steps and f"checkpoint {steps[-1]} is the newest saved" in line
+        assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [str(s) for s in steps]
+        # Resuming on the disk still full (to the last byte): the same line, at once.
+        filler = open(fs / "filler", "wb")  # noqa: SIM115 - closing it fails too
+        with contextlib.suppress(OSError):
+            while True:
+                filler.write(b"\0" * 4096)
+                filler.flush()
+        with contextlib.suppress(OSError):
+            filler.close()
+        kept = (run / "metrics.jsonl").read_text()
+        line = _one_io_error(_train_cli("--workdir", str(run)))
+        assert "(No space left on device)" in line and line.endswith(hint), line
+        assert f"checkpoint {steps[-1]} is the newest saved" in line
+        assert (run / "metrics.jsonl").read_text() == kept  # never truncated
+        # Room again: the run continues from its newest checkpoint and logs each step once.
+        (fs / "filler").unlink()
+        subprocess.run(["mount", "-o", "remount,size=64m", str(fs)], check=True)
+        done = _train_cli("--workdir", str(run))
+        assert done.returncode == 0, done.stderr[-3000:]
+        logged = [json.loads(line)["step"] for line in (run / "metrics.jsonl").open()]
+        assert logged == list(range(1, 41))
+
+
+@contextlib.contextmanager
+def _read_only(path):
+    """``path`` made read-only as a real file system does it: a read-only bind mount as
+    root (permission bits do not stop root), else its mode."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        yield "Permission denied"
+        return
+    bound = subprocess.run(f"mount --bind {path} {path} && mount -o remount,ro,bind {path}",
+                           shell=True, capture_output=True, text=True)
+    if bound.returncode:
+        subprocess.run(["umount", str(path)], check=False, capture_output=True)
+        pytest.skip(f"cannot bind-mount a file read-only: {bound.stderr.strip()}")
+    try:
+        yield "Read-only file system"
+    finally:
+        subprocess.run(["umount", str(path)], check=False)
+
+
+def test_a_read_only_metrics_file_is_one_error_line_on_resume(tiny_run_copy, capsys):
+    run, _ = tiny_run_copy
+    with _read_only(run / "metrics.jsonl") as reason:
+        line = _io_error_line(capsys, train.main, ["--workdir", str(run),
+                                                   "--train.num-iterations", "6"])
+    assert line.startswith(f"error: cannot write {run / 'metrics.jsonl'} ({reason}); "
+                           "checkpoint 4 is the newest saved. Make it writable, then continue "
+                           f"with: python -m c4jax.train --workdir {run}")
+
+
+def test_an_edited_config_json_names_the_fields_and_the_command_that_continues(tiny_run_copy,
+                                                                               capsys):
+    run, _ = tiny_run_copy
+    edited = json.loads((run / "config.json").read_text())
+    edited["network"]["channels"] = 16
+    edited["train"]["optimizer"] = "sgd"
+    (run / "config.json").write_text(json.dumps(edited))
+    code = train.main(["--workdir", str(run)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    fix = (f"python -m c4jax.train --workdir {run} --network.channels 8 "
+           "--train.optimizer adamw")
+    assert err == (
+        f"error: {run / 'config.json'} says network.channels 16, train.optimizer 'sgd', but "
+        f"the checkpoints in {run / 'checkpoints'} were trained with network.channels 8, "
+        "train.optimizer 'adamw' (config.json was edited since); a run cannot change these "
+        "when it continues. Continue with the checkpoints' values (config.json takes them "
+        f"again once it trains): {fix}; or train the new values in a new --workdir\n"
+    )
+    assert "drop those overrides" not in err
+    assert train.main(fix.split()[3:]) == 0  # the offered command is accepted
+    assert "nothing to do" in capsys.readouterr().out
+    # Changes on the command line keep their own message.
+    code = train.main(["--workdir", str(run), "--network.channels", "32"])
+    assert code == 2 and "drop those overrides" in capsys.readouterr().err
