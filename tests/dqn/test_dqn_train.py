@@ -155,3 +155,23 @@ def test_multi_process_flags_are_refused_for_a_value_based_run(tmp_path, capsys)
     argv = ["--config", "dqn/tiny", "--workdir", str(tmp_path), "--coordinator", "h:1"]
     assert c4jax_train.main(argv) == 2
     assert "a value-based run trains in one process" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_an_edited_config_json_names_the_field_and_the_command_that_continues(
+        tmp_path, tiny_dqn_run, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_dqn_run, run)
+    edited = json.loads((run / "config.json").read_text())
+    hidden = edited["model"]["hidden"]
+    edited["model"]["hidden"] = "64,64"
+    (run / "config.json").write_text(json.dumps(edited))
+    assert train.main(["--workdir", str(run)]) == 2
+    err = capsys.readouterr().err
+    fix = f"python -m c4jax.dqn.train --workdir {run} --model.hidden {hidden}"
+    assert err.startswith(f"error: {run / 'config.json'} says model.hidden '64,64', but the "
+                          f"checkpoints in {run / 'checkpoints'} were trained with model.hidden "
+                          f"{hidden!r} (config.json was edited since)"), err
+    assert f": {fix}; or train the new values in a new --workdir\n" in err
+    assert train.main(fix.split()[3:]) == 0  # accepted: nothing left to do
+    assert "nothing to do" in capsys.readouterr().out
