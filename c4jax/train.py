@@ -23,6 +23,11 @@ with the same ``--workdir`` continues bit-for-bit where it stopped. A lock file
 keeps a second trainer out of a directory in use; a damaged newest checkpoint
 is moved to ``damaged-checkpoints/`` and the run continues from the newest good
 one; a NaN/inf loss stops the run without saving the broken state (exit 1).
+A full disk, a quota or a file that cannot be written stops the run with one
+``error:`` line naming the file and the newest checkpoint saved (exit 74, EX_IOERR);
+nothing half-written is left for the resume. A ``--workdir`` that holds files but
+is not a c4jax run is refused (``--force-workdir`` uses it anyway); a
+``metrics.jsonl`` deleted during the run is written again, whole.
 
 Several processes (``c4jax.run.distributed``) train as one: process 0 alone locks
 the directory, logs and prints; all write the checkpoints together, and each

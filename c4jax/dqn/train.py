@@ -15,7 +15,9 @@ this one takes value-based runs only and says which command continues an
 AlphaZero one. The same run directory (``config.json``, ``metrics.jsonl``,
 ``tb/``, ``checkpoints/``, the lock), the same Ctrl-C (save, print the command
 that continues, exit 130), the same damaged-checkpoint fallback and NaN guard
-(exit 1), bad input one ``error:`` line (exit 2). The agent of a run is the agent
+(exit 1), bad input one ``error:`` line (exit 2), a full disk or an unwritable
+file one ``error:`` line (exit 74), the same refusal of a ``--workdir`` of someone
+else's files (``--force-workdir``). The agent of a run is the agent
 spec ``dqn:RUN_DIR`` (or just ``RUN_DIR``) in ``evaluate`` and ``play``. The
 library call is ``c4jax.run.train_dqn.train_and_evaluate``.
 """
