@@ -8,13 +8,21 @@ Training resumes from the whole state (``restore_latest_good``,
 ``c4jax.judge``) reads the network variables alone (``restore_variables``), so
 an incompatible optimizer or replay part of a checkpoint never blocks playing.
 
-Damaged checkpoints (a truncated data file, a deleted file) are not fatal when
-an older one is good: ``restore_latest_good`` and ``restore_variables`` fall
-back to it with a one-line ``DamagedCheckpointWarning``. The rule that tells
+Every checkpoint carries the SHA-256 of each array of its state (the
+``checksums`` item, committed atomically with it) and, once committed, of each
+of its files (``files.sha256``, as ``sha256sum`` writes it). A read of the
+whole state checks both; a read of the network alone checks the arrays it
+reads. Checkpoints of an older c4jax, without them, still load.
+
+Damaged checkpoints (a truncated data file, a deleted file, a flipped bit, NaN
+or infinite network variables) are not fatal when an older one is good:
+``restore_latest_good`` and ``restore_variables`` fall back to it with a
+one-line ``DamagedCheckpointWarning``. The rule that tells
 damage from a checkpoint of another c4jax version (which is an error, never a
 fallback): a checkpoint is *damaged* when ``check_damage`` finds a file missing
-or empty, when its config cannot be read, or when reading its state fails
-although the tree it describes (``state/_METADATA``) fits the wanted tree; it
+or empty, when its config cannot be read, when reading its state fails
+although the tree it describes (``state/_METADATA``) fits the wanted tree, or
+when a checksum does not match or a network variable is not finite; it
 is of *another version* when its files are all there and readable but the
 tree they describe does not fit (other leaves or shapes).
 """
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -501,5 +510,22 @@ def _abstract_variables(network_config: config_lib.NetworkConfig) -> dict:
 
 
 def quiet_orbax_logs() -> None:
-    """Hides Orbax's absl warnings about read-only checkpoint managers (for command lines)."""
+    """Hides Orbax's absl warnings about read-only checkpoint managers, and its
+    tracebacks of a failed write, which ``save`` raises as one ``OSError``
+    (for command lines)."""
     absl.logging.set_verbosity(absl.logging.ERROR)
+    absl_logger = logging.getLogger("absl")
+    if _drop_write_errors not in absl_logger.filters:
+        absl_logger.addFilter(_drop_write_errors)
+
+
+def _drop_write_errors(record: logging.LogRecord) -> bool:
+    """A ``logging`` filter: False (drop) for Orbax's log of a failed file write."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is not None and damage.os_error(exc) is not None:
+        return False
+    try:
+        message = record.getMessage()
+    except Exception:  # a record whose arguments do not fit its format
+        return True
+    return "os_error_code=" not in message

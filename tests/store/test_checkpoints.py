@@ -1,7 +1,9 @@
-"""Checkpoints: scores on disk, the best kept across processes and rotations, and
-the network variables restored alone."""
+"""Checkpoints: scores on disk, the best kept across processes and rotations, the
+network variables restored alone, damage found (checksums, NaN) and full disks."""
 
 import dataclasses
+import errno
+import json
 import os
 import shutil
 import subprocess
@@ -12,6 +14,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from c4jax.alphazero import config as config_lib
@@ -324,3 +327,219 @@ def test_a_failed_restore_leaves_stderr_clean(run, tmp_path):
     assert "Traceback" not in result.stderr and "Event loop is closed" not in result.stderr, (
         result.stderr[-3000:]
     )
+
+
+# Integrity: checksums of every array and file, NaN/inf network variables, full disks.
+
+
+def _flip(path: Path, bit: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[bit // 8] ^= 1 << (bit % 8)
+    path.write_bytes(bytes(data))
+
+
+def _random_bits(step_dir: Path, count: int, seed: int = 0):
+    """``count`` (file, bit) pairs drawn uniformly over every bit of the checkpoint's
+    data files (seeded)."""
+    files = sorted(_data_files(step_dir))
+    sizes = [p.stat().st_size * 8 for p in files]
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(sum(sizes), size=count, replace=False)
+    ends = np.cumsum(sizes)
+    for pick in picks:
+        index = int(np.searchsorted(ends, pick, side="right"))
+        yield files[index], int(pick - (ends[index] - sizes[index]))
+
+
+@pytest.mark.slow
+def test_every_flipped_bit_in_the_data_files_is_found_on_resume(run, tmp_path):
+    """A sample of single-bit flips anywhere in the newest checkpoint's data files
+    (array chunks and index nodes alike): each one is damage, and the resume
+    falls back to the checkpoint before it."""
+    workdir = _damaged_copy(run, tmp_path, "no state/", steps=())
+    step_dir = workdir / "checkpoints" / str(_NEWEST)
+    assert (step_dir / "files.sha256").is_file() and (step_dir / "checksums").is_dir()
+    manager, abstract = checkpoints.make_manager(workdir, keep=_NEWEST), _abstract_state()
+    for path, bit in _random_bits(step_dir, 16):
+        _flip(path, bit)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            resumed = checkpoints.restore_latest_good(manager, abstract, quarantine=None)
+        where = f"bit {bit} of {path.relative_to(step_dir)}"
+        assert resumed.step == _PREVIOUS, where
+        _one_damage_warning(caught, _NEWEST, "damaged", _PREVIOUS)
+        _flip(path, bit)  # back as it was, for the next flip
+    assert checkpoints.restore_latest_good(manager, abstract).step == _NEWEST
+    manager.close()
+
+
+@pytest.mark.slow
+def test_the_array_checksums_alone_guard_what_a_network_read_reads(run, tmp_path):
+    """Without files.sha256 (a process stopped before sealing it), every flip either
+    is found by the checksum of an array the read reads, or changed none of the
+    network's values (it hit the replay buffer, say). A recorded checksum that
+    differs names the array."""
+    workdir = _damaged_copy(run, tmp_path, "no state/", steps=())
+    step_dir = workdir / "checkpoints" / str(_NEWEST)
+    (step_dir / "files.sha256").unlink()
+    good = trainer.Trainer.variables(
+        checkpoints.restore_state(checkpoints.open_for_reading(workdir), _NEWEST, _abstract_state())
+    )
+    found = 0
+    for path, bit in _random_bits(step_dir, 24, seed=1):
+        _flip(path, bit)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            restored = checkpoints.restore_variables(workdir)
+        if restored.step == _NEWEST:
+            assert not caught
+            _assert_trees_equal(restored.variables, good)
+        else:
+            _one_damage_warning(caught, _NEWEST, "damaged", _PREVIOUS)
+            found += 1
+        _flip(path, bit)
+    assert found >= 3  # the network is a good share of a tiny checkpoint's bytes
+    sums = json.loads((step_dir / "checksums" / "metadata").read_text())
+    sums["leaves"]["learner/params/Dense_0/bias"] = "0" * 64
+    (step_dir / "checksums" / "metadata").write_text(json.dumps(sums))
+    with pytest.warns(checkpoints.DamagedCheckpointWarning,
+                      match="the checksum of learner/params/Dense_0/bias does not match"):
+        assert checkpoints.restore_variables(workdir).step == _PREVIOUS
+
+
+def _tiny_state(cfg, poison: bool = False):
+    state = trainer.Trainer(cfg).init(trainer.run_keys(0)[0])
+    if not poison:
+        return state
+    params = state.learner.params
+    dense = {**params["Dense_0"], "bias": params["Dense_0"]["bias"] * jnp.nan}
+    params = {**params, "Dense_0": dense}
+    return state.replace(learner=state.learner.replace(params=params))
+
+
+def test_nan_network_variables_are_damage_even_with_matching_checksums(tmp_path):
+    """The best-scored checkpoint holds NaN parameters (saved as they were, so its
+    checksums match): playing takes the next best, resuming the one before."""
+    cfg = config_lib.load("tiny")
+    manager = checkpoints.make_manager(tmp_path, keep=3)
+    checkpoints.save(manager, 1, _tiny_state(cfg), cfg, 0.2)
+    checkpoints.save(manager, 2, _tiny_state(cfg, poison=True), cfg, 0.9)
+    manager.wait_until_finished()
+    nan = r"checkpoint 2 .*\(learner/params/Dense_0/bias holds NaN or infinity\)"
+    with pytest.warns(checkpoints.DamagedCheckpointWarning, match=nan):
+        resumed = checkpoints.restore_latest_good(
+            manager, trainer.Trainer(cfg).abstract_state(), quarantine=None
+        )
+    assert resumed.step == 1
+    manager.close()
+    with pytest.warns(checkpoints.DamagedCheckpointWarning, match="using checkpoint 1"):
+        assert checkpoints.restore_variables(tmp_path).step == 1
+
+
+def _save_as_before_checksums(workdir: Path, step: int, state, cfg) -> None:
+    """A checkpoint as c4jax wrote them before checksums: state and config only."""
+    manager = ocp.CheckpointManager(
+        workdir / "checkpoints", item_names=("state", "config"),
+        options=ocp.CheckpointManagerOptions(create=True, best_fn=lambda m: m["score"]),
+    )
+    manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state),
+        config=ocp.args.JsonSave(config_lib.to_dict(cfg)),
+    ), metrics={"score": 0.5})
+    manager.wait_until_finished()
+    manager.close()
+
+
+def test_a_checkpoint_saved_before_checksums_still_loads(tmp_path):
+    cfg = config_lib.load("tiny")
+    state = _tiny_state(cfg)
+    _save_as_before_checksums(tmp_path, 4, state, cfg)
+    names = {p.name for p in (tmp_path / "checkpoints" / "4").iterdir()}
+    assert {"state", "config"} <= names and not {"checksums", "files.sha256"} & names
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", checkpoints.DamagedCheckpointWarning)
+        restored = checkpoints.restore_variables(tmp_path)
+        manager = checkpoints.make_manager(tmp_path, keep=3)
+        resumed = checkpoints.restore_latest_good(manager, trainer.Trainer(cfg).abstract_state())
+        manager.close()
+    assert restored.step == 4 and resumed.step == 4
+    _assert_trees_equal(resumed.state, state)
+
+
+def test_a_deleted_checksums_item_is_damage_not_an_older_checkpoint(tmp_path):
+    cfg = config_lib.load("tiny")
+    manager = checkpoints.make_manager(tmp_path, keep=3)
+    for step in (1, 2):
+        checkpoints.save(manager, step, _tiny_state(cfg), cfg, None)
+    manager.close()
+    shutil.rmtree(tmp_path / "checkpoints" / "2" / "checksums")
+    assert checkpoints.check_damage(tmp_path / "checkpoints", 2) == "checksums/metadata is missing"
+    with pytest.warns(checkpoints.DamagedCheckpointWarning, match="checksums/metadata is missing"):
+        assert checkpoints.restore_variables(tmp_path).step == 1
+
+
+def test_a_save_on_a_full_disk_leaves_nothing_partial_and_names_the_path(tmp_path):
+    """A real full filesystem (a 256 KiB tmpfs; root only) and a fake one: one OSError
+    whose filename is the path that failed, and no unfinished folder left for a
+    resume to trip on."""
+    cfg = config_lib.load("tiny")
+    state = _tiny_state(cfg)
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True
+    ).returncode == 0
+    if not mounted:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        manager = checkpoints.make_manager(small, keep=3)
+        with pytest.raises(OSError) as raised:
+            checkpoints.save(manager, 1, state, cfg, None)
+            manager.wait_until_finished()
+        assert raised.value.errno == errno.ENOSPC
+        assert raised.value.filename.startswith(str(small)), raised.value.filename
+        assert not list((small / "checkpoints").glob("*orbax-checkpoint-tmp*"))
+        reader = checkpoints.make_manager(small, keep=3)
+        assert reader.all_steps() == []
+        reader.close()
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=True)
+
+
+def test_a_save_that_fails_at_once_leaves_nothing_partial(tmp_path, monkeypatch):
+    cfg = config_lib.load("tiny")
+    manager = checkpoints.make_manager(tmp_path, keep=3)
+    unfinished = tmp_path / "checkpoints" / "1.orbax-checkpoint-tmp"
+
+    def full_disk(*args, **kwargs):
+        (unfinished / "state").mkdir(parents=True)
+        raise ValueError(
+            'RESOURCE_EXHAUSTED: Error writing "a/0" in OCDBT database at local file '
+            f'"{unfinished}/state/": Failed writing: "{unfinished}/state/d/ab": '
+            "Failed to write 429225 bytes to file 7: No space left on device "
+            "[os_error_code='28']"
+        )
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", full_disk)
+    with pytest.raises(OSError) as raised:
+        checkpoints.save(manager, 1, _tiny_state(cfg), cfg, None)
+    assert raised.value.errno == errno.ENOSPC
+    assert raised.value.filename == f"{unfinished}/state/d/ab"
+    assert not unfinished.exists()
+    monkeypatch.undo()
+    manager.close()
+
+
+def test_a_writer_removes_the_unfinished_folders_of_a_killed_save(tmp_path):
+    cfg = config_lib.load("tiny")
+    leftover = tmp_path / "checkpoints" / "7.orbax-checkpoint-tmp-1795603604"
+    (leftover / "state").mkdir(parents=True)
+    reader = checkpoints.open_for_reading(tmp_path)
+    assert reader.all_steps() == []  # never listed, and readers change nothing
+    reader.close()
+    assert leftover.exists()
+    manager = checkpoints.make_manager(tmp_path, keep=3)
+    checkpoints.save(manager, 1, _tiny_state(cfg), cfg, None)
+    manager.close()
+    assert not leftover.exists()
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["1"]
