@@ -46,3 +46,50 @@ def test_move_aside_never_overwrites(tmp_path):
         damage.move_aside(tmp_path / "checkpoints" / "5", tmp_path / "damaged")
     assert sorted(p.name for p in (tmp_path / "damaged").iterdir()) == ["5", "5-1"]
     assert (tmp_path / "damaged" / "5-1" / "state" / "_METADATA").is_file()
+
+
+def test_seal_and_check_files_find_a_flipped_bit_and_a_missing_file(tmp_path):
+    step_dir = _fake_checkpoint(tmp_path)
+    damage.seal(step_dir)
+    listing = (step_dir / damage.FILE_DIGESTS).read_text()
+    assert "  state/d/abc\n" in listing and "_CHECKPOINT_METADATA" not in listing
+    assert damage.check_files(step_dir) is None
+    (step_dir / "state" / "d" / "abc").write_text("y")
+    reason = damage.check_files(step_dir)
+    assert reason.startswith("state/d/abc does not match its SHA-256 in files.sha256")
+    assert damage.check_files(step_dir, ("config",)) is None  # only the folders asked for
+    (step_dir / "config" / "metadata").unlink()
+    assert damage.check_files(step_dir, ("config",)) == "config/metadata is missing"
+    (step_dir / damage.FILE_DIGESTS).write_text("not a listing\n")
+    assert damage.check_files(step_dir) == "files.sha256 is unreadable"
+    (step_dir / damage.FILE_DIGESTS).unlink()
+    assert damage.check_files(step_dir) is None  # never sealed: nothing to compare
+    damage.seal(tmp_path / "gone")  # a step deleted since: left alone
+
+
+def test_os_error_reads_tensorstore_s_write_errors():
+    try:
+        try:
+            raise ValueError(
+                'RESOURCE_EXHAUSTED: Error writing "a/0" in OCDBT database at local file '
+                '"/x/1.orbax-checkpoint-tmp/state/": Failed writing: '
+                '"/x/1.orbax-checkpoint-tmp/state/d/ab": Failed to write 9 bytes to file 7: '
+                "No space left on device [os_error_code='28']"
+            )
+        except ValueError as err:
+            raise RuntimeError("Error in background save thread") from err
+    except RuntimeError as outer:
+        found = damage.os_error(outer)
+    assert (found.errno, found.filename) == (28, "/x/1.orbax-checkpoint-tmp/state/d/ab")
+    assert damage.os_error(PermissionError(13, "Permission denied", "/ro/f")).filename == "/ro/f"
+    assert damage.os_error(ValueError("OUT_OF_RANGE: Error reading")) is None
+
+
+def test_remove_unfinished_removes_only_orbax_s_unfinished_folders(tmp_path):
+    _fake_checkpoint(tmp_path, 3)
+    (tmp_path / "4.orbax-checkpoint-tmp" / "state").mkdir(parents=True)
+    (tmp_path / "5.orbax-checkpoint-tmp-1795603604").mkdir()
+    removed = damage.remove_unfinished(tmp_path)
+    assert [p.name for p in removed] == ["4.orbax-checkpoint-tmp",
+                                         "5.orbax-checkpoint-tmp-1795603604"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["3"]
