@@ -110,12 +110,23 @@ def initialize(cluster: Cluster | None = None) -> None:
     Call it once per process, before anything asks JAX about devices. On a CPU
     the processes exchange data through gloo (TCP).
 
+    JAX's preemption service is turned off: its C-level SIGTERM handler would
+    replace c4jax's (``interrupt``), so that a SIGTERM while the run starts (or
+    loads a checkpoint) would be swallowed without a word, and during training
+    it would catch SIGTERM only, say nothing and stop one iteration later (at
+    ``reached_preemption_sync_point``'s step). c4jax's own stop covers SIGTERM,
+    SIGHUP and Ctrl-C on any process with one all-gather per iteration
+    (``loop.stopped_by``), and every process saves the checkpoint of the same
+    iteration; Orbax's preemption check then answers False (it saves with
+    ``force=True`` anyway).
+
     Raises:
         ValueError: one line saying what failed and what to give.
     """
     import jax
 
     cluster = cluster or Cluster()
+    jax.config.update("jax_enable_preemption_service", False)
     try:
         jax.distributed.initialize(
             coordinator_address=cluster.coordinator,

@@ -74,13 +74,18 @@ def exit_now(message: str, code: int = EXIT_CODE, terminal=None) -> None:
     os._exit(code)
 
 
-def _hung_up() -> None:
-    """After a SIGHUP: points stdout and stderr at /dev/null where they are a terminal
-    that is gone (a write fails), so that the job's later prints (the save, the last
-    line) do not fail with EIO, as ``nohup`` would have arranged."""
+def leave_lost_terminal() -> bool:
+    """Points stdout and stderr at /dev/null where a write to them fails (a terminal
+    that hung up, where ``isatty`` is then False and every write gives EIO), so
+    that later prints do not fail, as ``nohup`` would have arranged.
+
+    Returns:
+        True if one of them was pointed away.
+    """
+    moved = False
     for fd in (1, 2):
         try:
-            os.write(fd, b"")  # EIO on a terminal that hung up (isatty is then False)
+            os.write(fd, b"")
             continue
         except OSError as err:
             if err.errno == errno.EBADF:
@@ -89,6 +94,8 @@ def _hung_up() -> None:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, fd)
             os.close(null)
+            moved = True
+    return moved
 
 
 def _on_signals(callback: Callable[[int], None]) -> Callable[[], None]:
@@ -216,7 +223,7 @@ class StopRequest:
         with contextlib.suppress(Exception):
             os.write(2, f"\n{asked}\n".encode())
         if signum == getattr(signal, "SIGHUP", None):
-            _hung_up()
+            leave_lost_terminal()
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():

@@ -116,6 +116,7 @@ def _python(code: str, **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "signum, code, line",
     [(signal.SIGINT, 130, "Interrupted."), (signal.SIGTERM, 143, "Interrupted. (SIGTERM)"),
@@ -134,6 +135,7 @@ def test_exit_on_interrupt_ends_with_one_line_and_the_conventional_code(signum, 
     assert out == "" and err == f"\n{line}\n"
 
 
+@pytest.mark.slow
 def test_a_second_signal_aborts_a_stop_request_with_its_own_code():
     """SIGTERM asks; a SIGHUP then ends the process at once with 129 and ``aborted``,
     while the main thread is still busy."""

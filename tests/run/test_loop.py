@@ -1,0 +1,340 @@
+"""c4jax.run.loop: the host loop's stop on a signal, and its clean-up.
+
+In this process, ``run_iterations`` over a stand-in iteration (no JAX program)
+gets real signals from ``os.kill(os.getpid(), ...)`` and real-looking failures
+from a stand-in checkpoint manager; then ``python -m c4jax.train`` on the tiny
+preset gets a real SIGTERM while it compiles, and a real hang-up of its terminal
+(a pty whose other end is closed), and is resumed.
+"""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from c4jax.run import interrupt, loop, train_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def handlers():
+    """Puts back this process's handlers and wakeup fd, whatever a test leaves."""
+    before = {signum: signal.getsignal(signum) for signum in interrupt.NAMES}
+    yield
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+    signal.set_wakeup_fd(-1)
+
+
+# -- the message ---------------------------------------------------------------------
+
+
+def test_ctrl_c_keeps_its_message():
+    assert loop.stop_message(signal.SIGINT, seconds=None, saved=None) == (
+        "Ctrl-C: finishing this iteration, saving a checkpoint, then stopping "
+        "(Ctrl-C again aborts at once).")
+
+
+def test_a_sigterm_warns_of_the_sigkill_only_when_an_iteration_may_outlast_the_grace_period():
+    quick = loop.stop_message(signal.SIGTERM, seconds=2.0, saved=4)
+    assert quick == ("SIGTERM: finishing this iteration, saving a checkpoint, then stopping "
+                     "(a second signal aborts at once).")
+    slow = loop.stop_message(signal.SIGTERM, seconds=45.0, saved=20)
+    assert slow.startswith(quick)
+    assert "An iteration has taken up to 45 s: if a SIGKILL comes first" in slow
+    assert "the run continues from checkpoint 20; a longer grace period" in slow
+    compiling = loop.stop_message(signal.SIGTERM, seconds=None, saved=None)
+    assert "The first iteration is still compiling" in compiling
+    assert "continues from the start (no checkpoint yet)" in compiling
+    for message in (quick, slow, compiling):
+        assert "\n" not in message
+
+
+def test_a_sighup_says_the_terminal_closed_and_nothing_of_a_sigkill():
+    message = loop.stop_message(signal.SIGHUP, seconds=None, saved=None)
+    assert message == ("SIGHUP (the terminal closed): finishing this iteration, saving a "
+                       "checkpoint, then stopping (a second signal aborts at once).")
+
+
+# -- run_iterations with stand-ins ---------------------------------------------------
+
+
+class FakeManager:
+    """What run_iterations asks of an Orbax manager; ``failures`` names the calls
+    that raise (as a full disk would)."""
+
+    def __init__(self, failures=()):
+        self.failures = set(failures)
+        self.calls = []
+
+    def _call(self, name):
+        self.calls.append(name)
+        if name in self.failures:
+            raise OSError(errno.ENOSPC, f"No space left on device ({name})")
+
+    def latest_step(self):
+        return None
+
+    def wait_until_finished(self):
+        self._call("wait_until_finished")
+
+    def close(self):
+        self._call("close")
+
+
+class FakeLog:
+    def __init__(self, fail_close=False):
+        self.steps, self.closed, self.fail_close = [], False, fail_close
+
+    def compiling(self, message):
+        pass
+
+    def log(self, step, metrics):
+        self.steps.append(step)
+
+    def close(self):
+        self.closed = True
+        if self.fail_close:
+            raise RuntimeError("the log's writer thread died")
+
+
+def _run(manager, log, *, signal_at=None, signum=signal.SIGTERM, total=100, saves=None):
+    """run_iterations over a stand-in iteration that sends ``signum`` to this process
+    during iteration ``signal_at``; returns (summary, what it said)."""
+    said = []
+
+    def iterate(state, step):
+        if step + 1 == signal_at:
+            os.kill(os.getpid(), signum)
+            time.sleep(0.2)  # the signal thread asks while the iteration still runs
+        return state + 1, {"loss": 1.0}
+
+    summary = loop.run_iterations(
+        state=0, step=0, total=total, iterate=iterate, evaluate=None, eval_every=0,
+        manager=manager, config=None, checkpoint_every=1000, log=log,
+        positions_per_iteration=10, resume_hint="python -m c4jax.train --workdir RUN",
+        say=said.append,
+    )
+    return summary, said
+
+
+class Saves(list):
+    """The ``(step, state)`` checkpoints.save was asked for; ``fail``: it raises ENOSPC."""
+
+    fail = False
+
+
+@pytest.fixture
+def saves(monkeypatch):
+    saved = Saves()
+
+    def save(manager, step, state, config, score):
+        if saved.fail:
+            raise OSError(errno.ENOSPC, "No space left on device", "RUN/checkpoints")
+        saved.append((step, state))
+
+    monkeypatch.setattr(loop.checkpoints, "save", save)
+    return saved
+
+
+@pytest.mark.parametrize(
+    "signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)],
+    ids=["SIGTERM", "SIGHUP", "SIGINT"],
+)
+def test_a_signal_finishes_the_iteration_saves_and_says_how_to_continue(
+        handlers, saves, capfd, signum, code):
+    manager, log = FakeManager(), FakeLog()
+    summary, said = _run(manager, log, signal_at=3, signum=signum)
+    assert summary["interrupted"] and summary["exit_code"] == code
+    assert summary["step"] == 3 and summary["state"] == 3 and log.steps == [1, 2, 3]
+    assert saves == [(3, 3)]
+    assert manager.calls == ["wait_until_finished", "close"] and log.closed
+    assert said == ["stopped at iteration 3 of 100 (checkpoint saved); "
+                    "continue with: python -m c4jax.train --workdir RUN"]
+    assert capfd.readouterr().err == f"\n{loop.stop_message(signum, seconds=0, saved=None)}\n"
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # released
+
+
+def test_an_uninterrupted_run_has_no_exit_code(handlers, saves):
+    summary, said = _run(FakeManager(), FakeLog(), total=4)
+    assert not summary["interrupted"] and summary["exit_code"] is None
+    assert summary["step"] == 4 and saves == [(4, 4)] and said == []
+
+
+def test_a_failed_save_stays_the_error_when_the_clean_up_fails_too(handlers, saves):
+    """A full disk during the save: the OSError that names the path is raised, not
+    what the manager's wait or the log's close then say; both are still tried and
+    their failures are attached as notes."""
+    saves.fail = True
+    manager = FakeManager(failures={"wait_until_finished", "close"})
+    log = FakeLog(fail_close=True)
+    with pytest.raises(OSError) as raised:
+        _run(manager, log, total=1)
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == "RUN/checkpoints"
+    assert manager.calls == ["wait_until_finished", "close"] and log.closed
+    notes = raised.value.__notes__
+    assert len(notes) == 3
+    assert notes[0].startswith("then writing the checkpoint failed too: OSError")
+    assert notes[2] == ("then closing the logs failed too: RuntimeError: "
+                        "the log's writer thread died")
+
+
+def test_a_failure_while_closing_is_raised_after_everything_was_closed(handlers, saves):
+    manager, log = FakeManager(failures={"wait_until_finished"}), FakeLog()
+    with pytest.raises(OSError, match=r"No space left on device \(wait_until_finished\)"):
+        _run(manager, log, total=2)
+    assert manager.calls == ["wait_until_finished", "close"] and log.closed
+
+
+def test_an_io_error_of_the_log_with_its_terminal_still_there_is_raised(handlers, saves):
+    """Only a terminal that hung up excuses a failed progress line (here stdout and
+    stderr are pytest's files, which still take writes)."""
+
+    class BrokenLog(FakeLog):
+        def log(self, step, metrics):
+            raise OSError(errno.EIO, "Input/output error", "RUN/metrics.jsonl")
+
+    manager, log = FakeManager(), BrokenLog()
+    with pytest.raises(OSError, match="Input/output error"):
+        _run(manager, log, total=3)
+    assert saves == [] and log.closed
+
+
+def test_a_nan_is_raised_and_everything_is_closed(handlers, saves):
+    manager, log = FakeManager(failures={"close"}), FakeLog()
+    summary = {}
+
+    def iterate(state, step):
+        return state, {"loss": float("nan")}
+
+    with pytest.raises(loop.NonFiniteError) as raised:
+        summary = loop.run_iterations(
+            state=0, step=0, total=5, iterate=iterate, evaluate=None, eval_every=0,
+            manager=manager, config=None, checkpoint_every=1, log=log,
+            positions_per_iteration=1, resume_hint="", say=print)
+    assert summary == {} and saves == []
+    assert manager.calls == ["wait_until_finished", "close"] and log.closed
+    assert "then closing the checkpoints failed too" in raised.value.__notes__[0]
+
+
+# -- the trainer, for real ---------------------------------------------------------
+
+
+def _expected_code(signum: int) -> int:
+    """What ``python -m c4jax.train`` ends with: 128 + the signal once the command line
+    returns the summary's ``exit_code``; 130 (a Ctrl-C's) while it still returns
+    ``interrupt.EXIT_CODE`` for every stop."""
+    forwards = 'summary.get("exit_code"' in Path(train_command.__file__).read_text()
+    return 128 + signum if forwards else interrupt.EXIT_CODE
+
+
+_TRAIN = ["-m", "c4jax.train", "--config", "tiny", "--no-progress", "--eval.every", "0",
+          "--train.num-iterations", "100000", "--checkpoint-every", "100000"]
+
+
+def _logged(workdir: Path) -> list[int]:
+    path = workdir / "metrics.jsonl"
+    return [json.loads(line)["step"] for line in path.open()] if path.exists() else []
+
+
+def _leftovers(workdir: Path) -> list[str]:
+    return [p.name for p in (workdir / "checkpoints").iterdir() if not p.name.isdigit()]
+
+
+def _env(**extra) -> dict:
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(ROOT), **extra}
+
+
+@pytest.mark.slow
+def test_sigterm_while_compiling_saves_the_first_iteration_and_a_resume_continues(tmp_path):
+    """A fresh compilation cache: the tiny preset then compiles for seconds, and the
+    SIGTERM comes in the middle of it."""
+    workdir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, *_TRAIN, "--workdir", str(workdir)], cwd=ROOT,
+        env=_env(JAX_COMPILATION_CACHE_DIR=str(tmp_path / "cache")),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while "compiling the training step" not in (lines[-1] if lines else ""):
+            lines.append(proc.stdout.readline())
+            assert lines[-1] or proc.poll() is None, "".join(lines)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == _expected_code(signal.SIGTERM), err[-3000:]
+    assert _logged(workdir) == [1], out
+    assert err.strip() == loop.stop_message(signal.SIGTERM, seconds=None, saved=None), err
+    assert "The first iteration is still compiling" in err
+    assert out.strip().splitlines()[-1] == (
+        f"stopped at iteration 1 of 100000 (checkpoint saved); "
+        f"continue with: python -m c4jax.train --workdir {workdir}")
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["1"]
+    resumed = subprocess.run(
+        [sys.executable, "-m", "c4jax.train", "--workdir", str(workdir), "--no-progress",
+         "--train.num-iterations", "2"],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming {workdir} from iteration 1 of 2" in resumed.stdout
+    assert _logged(workdir) == [1, 2]
+    assert "Traceback" not in err + resumed.stderr
+
+
+# Makes the pty on stdin the controlling terminal of this new session, then becomes
+# the trainer: closing the pty's other end then hangs the trainer's terminal up.
+_WITH_TERMINAL = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+@pytest.mark.slow
+def test_a_closed_terminal_saves_a_checkpoint_and_exits_129(tmp_path):
+    import pty
+
+    workdir = tmp_path / "run"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WITH_TERMINAL, *_TRAIN, "--workdir", str(workdir)],
+        stdin=slave, stdout=slave, stderr=slave, start_new_session=True, close_fds=True,
+        cwd=ROOT, env=_env())
+    os.close(slave)
+    output = bytearray()
+
+    def read():  # keeps the terminal's buffer from filling until it is closed
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            output.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 300
+        while not _logged(workdir):
+            assert proc.poll() is None and time.monotonic() < deadline, output.decode()
+            time.sleep(0.05)
+        os.close(master)  # the terminal hangs up: the kernel sends SIGHUP
+        code = proc.wait(120)
+    finally:
+        proc.kill()
+    steps = _logged(workdir)
+    assert code == _expected_code(signal.SIGHUP), output.decode()[-3000:]
+    assert steps == list(range(1, len(steps) + 1))
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == [str(steps[-1])]
+    assert _leftovers(workdir) == []
+    assert "Traceback" not in output.decode()
