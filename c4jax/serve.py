@@ -3,20 +3,31 @@
 Usage:
     python -m c4jax.serve                      # the agent shipped in the package
     python -m c4jax.serve runs/X --sims 64     # a training run's best checkpoint
-    python -m c4jax.serve runs/X --port 8080 --host 0.0.0.0
+    python -m c4jax.serve runs/X --port 8080 --host 0.0.0.0 --allowed-host mybox.lan
 
 Then open the address it prints. Everything is served locally (no internet
-needed). The page and the API are ``c4jax.web.app``; this module only parses
-the command line, loads the agent and runs uvicorn. Ctrl-C stops it (exit 130).
+needed). The page and the API are ``c4jax.web.app`` (with its limits on what one
+client may take, ``app.Limits``); this module only parses the command line,
+loads the agent and runs uvicorn. Ctrl-C stops it (exit 130), as do SIGTERM
+(``kill``, ``docker stop``: exit 143) and SIGHUP (a closed terminal: exit 129),
+each after finishing the requests under way, with one line.
+
+The page can be opened by an IP address or ``localhost``; any other name must be
+given with ``--allowed-host`` (a page of another site whose name now resolves to
+this computer, DNS rebinding, is refused).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ipaddress
+import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+from c4jax import inputs
 from c4jax.run import cli, interrupt, xla_flags
 
 
@@ -29,6 +40,45 @@ def port_free(host: str, port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address to listen on) is reachable from this computer only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def stop_on_signals(server) -> Iterator[None]:
+    """SIGTERM and SIGHUP stop ``server`` as Ctrl-C does: the requests under way
+    are finished, then the process ends with one line and exit code 128 + signal.
+
+    uvicorn shuts down gracefully on SIGTERM itself and then raises the signal
+    again: the handler here turns that into the line and the exit code (Python's
+    default would end the process without a word). SIGHUP, which uvicorn leaves
+    alone, asks for the same graceful shutdown. An ignored SIGHUP (``nohup``)
+    stays ignored.
+    """
+
+    def on_signal(signum, frame):
+        if server.should_exit:  # raised again after the shutdown, or a second one
+            interrupt.exit_now(f"Stopped. ({signal.Signals(signum).name})", 128 + signum)
+        server.handle_exit(signum, frame)
+
+    previous = {
+        sig: signal.signal(sig, on_signal)
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None))
+        if sig is not None and signal.getsignal(sig) != signal.SIG_IGN
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
@@ -51,9 +101,9 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
         " (default: the pretrained agent shipped in the package)",
     )
     parser.add_argument(
-        "--sims", type=int, default=None,
+        "--sims", type=inputs.count_arg("--sims", high=inputs.MAX_SIMULATIONS), default=None,
         help="default search simulations per agent move (default: the agent's evaluation"
-        " setting); the page can pick others",
+        f" setting; 0-{inputs.MAX_SIMULATIONS}); the page offers others",
     )
     parser.add_argument(
         "--step", type=cli.checkpoint_step, default=None,
@@ -64,19 +114,19 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
         "--host", default="127.0.0.1",
         help="address to listen on (default 127.0.0.1: this computer only)",
     )
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument(
+        "--port", type=inputs.count_arg("--port", low=1, high=65535), default=8000,
+        help="port (default 8000)",
+    )
+    parser.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME",
+        help="a name the page is opened by, besides IP addresses and localhost (repeat for"
+        " several); other names are refused, against DNS rebinding",
+    )
     args = parser.parse_args(argv)
 
-    from c4jax.web.app import MAX_SIMULATIONS
-
-    if args.sims is not None and not 0 <= args.sims <= MAX_SIMULATIONS:
-        print(f"error: --sims: got {args.sims}, allowed 0-{MAX_SIMULATIONS}", file=sys.stderr)
-        return 2
     if args.run_dir is None and args.step is not None:
         print("error: --step needs a run directory", file=sys.stderr)
-        return 2
-    if not 0 < args.port < 65536:
-        print(f"error: --port: got {args.port}, allowed 1-65535", file=sys.stderr)
         return 2
     if not port_free(args.host, args.port):
         print(
@@ -102,20 +152,31 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
     if args.run_dir is not None and args.step in (None, "best"):  # say which one it chose
         print(registry.checkpoint_note(args.run_dir, player.step, newest="--step last"), flush=True)
 
-    import uvicorn
+    from c4jax.web import app as web
 
-    from c4jax.web.app import make_app
-
-    app = make_app(player, source=f"{source} ({player.num_simulations} simulations)")
+    limits = web.Limits()
+    app = web.make_app(
+        player,
+        source=f"{source} ({player.num_simulations} simulations)",
+        limits=limits,
+        allowed_hosts=(args.host, *args.allowed_host),
+    )
+    if not is_loopback(args.host):
+        print(
+            f"warning: --host {args.host}: anyone who can reach this computer can use the"
+            " page (no password, no encryption); it answers to IP addresses, localhost and"
+            f" --allowed-host names only",
+            file=sys.stderr,
+            flush=True,
+        )
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"Serving on http://{host}:{args.port}/  (Ctrl-C stops)", flush=True)
     if release_interrupt is not None:
         release_interrupt()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
-    )
+    server = web.make_server(app, host=args.host, port=args.port, limits=limits)
     try:
-        server.run()  # returns after a graceful shutdown on SIGTERM
+        with stop_on_signals(server):
+            server.run()  # returns after a graceful shutdown
     except KeyboardInterrupt:  # Ctrl-C: shut down gracefully, then re-raised by asyncio
         interrupt.exit_now("Stopped.")
     if server.should_exit:

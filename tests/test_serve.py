@@ -14,11 +14,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from c4jax import serve
+from c4jax.inputs import MAX_SIMULATIONS
 from c4jax.player import Analysis, Player
 from c4jax.position import Position
-from c4jax.web.app import COMMON_DIR, MAX_BODY, MAX_SIMULATIONS, make_app
+from c4jax.web.app import COMMON_DIR, MAX_BODY, SIMULATION_CHOICES, make_app
 
 DRAW = "472424756645422154157737216635626711335331"  # 42 moves, no four
+BASE_URL = "http://127.0.0.1"  # TestClient's own "testserver" is no name of this server
 
 
 class FirstLegalPlayer:
@@ -45,14 +47,14 @@ class FirstLegalPlayer:
 
 @pytest.fixture(scope="module")
 def client():
-    with TestClient(make_app(FirstLegalPlayer(), source="stand-in")) as c:
+    with TestClient(make_app(FirstLegalPlayer(), source="stand-in"), base_url=BASE_URL) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
 def real_client(tiny_run):
     player = Player.from_checkpoint(tiny_run, num_simulations=16)
-    with TestClient(make_app(player)) as c:
+    with TestClient(make_app(player, warm_up=False), base_url=BASE_URL) as c:
         yield c
 
 
@@ -73,7 +75,7 @@ def test_page_and_assets_are_served_locally(client):
     )
     info = client.get("/api/info").json()
     assert info == {"agents": ["c4jax"], "source": "stand-in", "default_sims": 4,
-                    "max_sims": MAX_SIMULATIONS}
+                    "max_sims": MAX_SIMULATIONS, "sims": list(SIMULATION_CHOICES)}
 
 
 def test_the_page_has_room_for_its_words_and_undo(client):
@@ -128,8 +130,12 @@ def test_winner_and_winning_line(client):
         ("/api/state", {"moves": "1" * 43}, 422, "at most 42"),
         ("/api/move", {"moves": "1212121"}, 422, "the game is over"),
         ("/api/move", {"moves": "4", "agent": "stockfish"}, 422, "unknown agent 'stockfish'"),
-        ("/api/move", {"moves": "4", "sims": -1}, 422, "sims: got -1, allowed 0-2000"),
+        ("/api/move", {"moves": "4", "sims": -1}, 422,
+         "sims: got -1, allowed: 0, 4, 16, 64, 200, 800, 2000, 4096"),
         ("/api/move", {"moves": "4", "sims": 2001}, 422, "sims: got 2001"),
+        ("/api/move", {"moves": "4", "sims": 7}, 422, "sims: got 7"),
+        ("/api/move", {"moves": "4", "sims": MAX_SIMULATIONS + 1}, 422, "sims: got 4097"),
+        ("/api/move", {"moves": "4", "sims": 10**40}, 422, "sims: got 100000000000..."),
         ("/api/move", {"moves": "4", "sims": True}, 422, "sims"),
         ("/api/move", {"moves": "9"}, 422, "'9' is not a column 1-7"),
         ("/api/move", [1, 2], 422, "Input should be an object"),
@@ -143,17 +149,17 @@ def test_bad_requests_get_a_4xx_json_reason(client, path, body, status, reason):
 
 
 def test_malformed_and_oversized_bodies(client):
-    response = client.post("/api/move", content=b'{"moves": "44', headers={
-        "content-type": "application/json"})
+    json_type = {"content-type": "application/json"}
+    response = client.post("/api/move", content=b'{"moves": "44', headers=json_type)
     assert response.status_code == 400 and "Invalid JSON" in response.json()["error"]
     big = json.dumps({"moves": "1" * (MAX_BODY + 10)})
-    response = client.post("/api/move", content=big)
+    response = client.post("/api/move", content=big, headers=json_type)
     assert response.status_code == 413 and "too large" in response.json()["error"]
 
     def chunks():  # no content-length: the size is checked on reading
         yield big.encode()
 
-    response = client.post("/api/state", content=chunks())
+    response = client.post("/api/state", content=chunks(), headers=json_type)
     assert response.status_code == 413 and "too large" in response.json()["error"]
     response = client.get("/api/nothing")
     assert response.status_code == 404 and response.json() == {"error": "Not Found"}
@@ -166,7 +172,7 @@ def test_internal_errors_are_a_json_500_and_the_server_goes_on():
         def analyse(self, moves):
             raise RuntimeError("boom")
 
-    with TestClient(make_app(Broken()), raise_server_exceptions=False) as c:
+    with TestClient(make_app(Broken()), raise_server_exceptions=False, base_url=BASE_URL) as c:
         response = c.post("/api/move", json={"moves": "4"})
         assert response.status_code == 500 and response.json() == {"error": "internal error"}
         assert "boom" not in response.text
@@ -174,9 +180,9 @@ def test_internal_errors_are_a_json_500_and_the_server_goes_on():
 
 
 def test_agent_move_with_a_stand_in(client):
-    data = client.post("/api/move", json={"moves": "111111", "sims": 7}).json()
+    data = client.post("/api/move", json={"moves": "111111", "sims": 64}).json()
     assert data["column"] == 2 and data["index"] == 1 and data["moves"] == "1111112"
-    assert data["sims"] == 7 and data["analysis"]["visits"][1] == 7
+    assert data["sims"] == 64 and data["analysis"]["visits"][1] == 64
     assert data["analysis"]["q"][0] is None and data["analysis"]["q"][1] == 0.5
     assert data["analysis"]["chosen"] == 1 and data["analysis"]["rule"] == "first legal"
 
@@ -210,8 +216,6 @@ def test_serve_command_line_errors(tmp_path, capsys):
     assert serve.main([str(tmp_path / "nope"), "--port", str(_free_port())]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "not a run directory" in err and err.count("\n") == 1
-    assert serve.main(["--sims", "5000"]) == 2
-    assert "--sims" in capsys.readouterr().err
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -274,3 +278,86 @@ def test_serve_subprocess_answers_and_stops_on_ctrl_c(tiny_run):
 def test_step_takes_an_iteration_last_or_best(usage_error):
     err = usage_error(serve.main, ["runs/X", "--step", "newest"])
     assert "'newest' is not a checkpoint step: give an iteration, last or best" in err
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--sims", "5000"], "argument --sims: got 5000, allowed: 0-4096"),
+        (["--sims", "²"], "argument --sims: got '²', allowed: a whole number 0-4096"),
+        (["--sims", "1" * 100_000], "argument --sims: got 1111"),
+        (["--sims", "-1"], "argument --sims: got '-1'"),
+        (["--port", "0"], "argument --port: got 0, allowed: 1-65535"),
+        (["--port", "70000"], "argument --port: got 70000"),
+        (["--port", "٣"], "argument --port: got '٣'"),
+    ],
+)
+def test_numbers_are_whole_ascii_numbers_within_bounds(usage_error, argv, said):
+    err = usage_error(serve.main, argv)
+    assert said in err and "Traceback" not in err
+    assert len(err) < 1000  # a 100,000-digit number is not repeated whole
+
+
+def test_which_addresses_are_this_computer_only():
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost", "LOCALHOST"):
+        assert serve.is_loopback(host), host
+    for host in ("0.0.0.0", "::", "192.168.1.5", "mybox.lan"):
+        assert not serve.is_loopback(host), host
+
+
+def _held_connections(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections that never finish: half stop in their headers, half in
+    their body."""
+    held = []
+    for i in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(
+            b"POST /api/move HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"mo' if i % 2 else b"GET / HTTP/1.1\r\nHost: 127.0"
+        )
+        held.append(sock)
+    return held
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_serve_stops_on_sigterm_and_sighup_with_one_line(sig, code):
+    """What ``kill``, ``docker stop`` or a closed terminal sends: the server stops at once
+    although 40 clients hold unfinished requests, says so in one line, and exits
+    128 + the signal. Bound beyond this computer, it warns first."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c4jax.serve", "--sims", "0", "--port", str(port),
+         "--host", "0.0.0.0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu"},
+    )
+    held = []
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/info", timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read()
+                time.sleep(0.1)
+        held = _held_connections(port, 40)
+        time.sleep(0.5)
+        start = time.monotonic()
+        proc.send_signal(sig)
+        proc.wait(30)
+        took = time.monotonic() - start
+    finally:
+        proc.kill()
+        for sock in held:
+            sock.close()
+    out = proc.stdout.read()
+    assert proc.returncode == code, out
+    assert took < 10, (took, out)  # idle: 0.2-0.5 s
+    lines = out.strip().splitlines()
+    assert lines[-1] == f"Stopped. ({sig.name})", out
+    assert "Traceback" not in out and "ERROR" not in out and len(lines) <= 5, out
+    warning = [line for line in lines if line.startswith("warning: --host 0.0.0.0: ")]
+    assert len(warning) == 1 and "--allowed-host" in warning[0], out

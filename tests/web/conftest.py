@@ -1,9 +1,18 @@
 """What the browser tests of both pages share: onnxruntime-web's files, the exported
-static page served on a free local port, and waiting for the move list."""
+static page served on a free local port, and waiting for the move list; and the web
+app with a stand-in agent under a real uvicorn in its own process (``stub_server``)."""
 
+import dataclasses
 import functools
 import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +95,93 @@ def play_to_the_end(wait_moves, tmp_path):
         assert (tmp_path / "game.png").stat().st_size > 1000
 
     return play
+
+
+# The app under uvicorn in its own process (as ``python -m c4jax.serve`` runs it), with
+# a stand-in agent: the leftmost open column, a search that sleeps ``per_sim`` seconds per
+# simulation outside the GIL, as XLA runs (the shipped agent takes 0.2 ms). The counts it
+# is first asked for are appended to ``compiled`` (its "compiles", in order).
+STUB_SERVER = r'''
+import json, sys, time, types
+from c4jax.position import Position
+from c4jax.web import app as web
+
+args = json.loads(sys.argv[1])
+
+class StubPlayer:
+    def __init__(self, n):
+        self.num_simulations = n
+        self.seen = False
+    def with_simulations(self, n):
+        return StubPlayer(n)
+    def analyse(self, moves):
+        if not self.seen:
+            self.seen = True
+            with open(args["compiled"], "a") as f:
+                f.write(f"{self.num_simulations}\n")
+        time.sleep(self.num_simulations * args["per_sim"])
+        legal = Position.parse(moves).legal
+        policy = [1 / len(legal) if c in legal else 0.0 for c in range(7)]
+        return types.SimpleNamespace(policy=policy, q=None, visits=None, value=0.0,
+                                     action=legal[0], policy_value=None, rule="first legal")
+
+limits = web.Limits(**args["limits"])
+app = web.make_app(StubPlayer(args["default"]), source="stand-in", limits=limits,
+                   allowed_hosts=tuple(args["allowed_hosts"]))
+try:
+    web.make_server(app, host="127.0.0.1", port=args["port"], limits=limits).run()
+except KeyboardInterrupt:
+    pass
+print("stopped", flush=True)
+'''
+
+
+@dataclasses.dataclass(frozen=True)
+class StubServer:
+    """A running stub server: its ``url``, ``port``, process, and files."""
+
+    url: str
+    port: int
+    proc: subprocess.Popen
+    log: Path  # its stdout and stderr
+    compiled: Path  # the simulation counts it searched with, first time each
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def stub_server(tmp_path):
+    """``stub_server(per_sim=0.0002, default=16, allowed_hosts=(), **limits) -> StubServer``:
+    the app on a free port in a subprocess (stopped after the test)."""
+    procs = []
+
+    def start(*, per_sim=0.0002, default=16, allowed_hosts=(), **limits) -> StubServer:
+        port = _free_port()
+        log, compiled = tmp_path / f"server-{port}.log", tmp_path / f"compiled-{port}.txt"
+        args = {"port": port, "per_sim": per_sim, "default": default, "limits": limits,
+                "allowed_hosts": list(allowed_hosts), "compiled": str(compiled)}
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", STUB_SERVER, json.dumps(args)], stdout=out,
+                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        procs.append(proc)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.05)
+        return StubServer(f"http://127.0.0.1:{port}", port, proc, log, compiled)
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait(10)
