@@ -11,8 +11,15 @@ evaluation score, and a line says which iteration that is (``runs/X:last``
 plays the newest). Every subcommand prints a table and, with ``--json PATH``,
 writes the same results machine-readably. Progress is a bar on a terminal and
 one line per step otherwise (on stderr). Bad input (an unknown agent spec, a
-missing run directory, a bad list) prints a message naming the problem and
-exits with status 2.
+missing run directory, a bad list, a number out of its bounds) prints one
+``error:`` line naming the problem and exits with status 2. Every number is
+ASCII digits within the bounds its ``--help`` states (``c4jax.inputs``):
+simulations at most ``inputs.MAX_SIMULATIONS`` (in ``--sims`` and in agent
+specs). ``--json`` and ``--plot`` are checked before anything is evaluated: a
+path that cannot be written is an ``error:`` line (status 2) before the work,
+not a traceback after it; the files are written whole or not at all, and a disk
+that fills up meanwhile is an ``error:`` line and status 74 (``EX_IOERR``), the
+results having been printed.
 
 This module only parses arguments and prints; the work is in ``c4jax.judge``.
 """
@@ -27,7 +34,6 @@ if __name__ == "__main__":  # before JAX loads: Ctrl-C anywhere is a short messa
 import argparse
 import json
 import math
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -36,11 +42,34 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from c4jax import inputs, plot
 from c4jax.judge import arena, elo, perfect, registry, solver
 from c4jax.run import cli, xla_flags
 from c4jax.store import checkpoints
 
 DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
+
+# The bounds of the numbers typed on this command line (simulations: inputs.MAX_SIMULATIONS).
+MAX_GAMES = 1_000_000  # --games: per match, or per pair in elo
+MAX_OPENINGS = 20  # --openings: random plies before the agents take over
+MAX_BATCH_SIZE = 16_384  # --batch-size: games or positions at once (memory grows with it)
+MAX_BOOTSTRAP = 100_000  # --bootstrap: resamples (each refits every rating)
+MAX_POSITIONS = 1_000_000  # --positions: the first N of each set (a set has about 1000)
+MAX_SEED = 2**32 - 1  # --seed: a 32-bit PRNG seed
+
+
+_NOT_SAVED = "; the results are printed above, not saved"
+
+
+class _UsageError(Exception):
+    """argparse's complaint about the command line, as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are raised (one line) instead of printed with usage."""
+
+    def error(self, message: str):
+        raise _UsageError(f"{message} (see: {self.prog} --help)")
 
 
 # --- Lists on the command line. ---
@@ -59,10 +88,13 @@ def parse_sims(text: str) -> list[int]:
     items = _split_list(text, "--sims")
     if not items:
         raise ValueError(f"--sims: {text!r} lists no simulation counts (e.g. 0,64,600)")
+    bound = inputs.allowed(0, inputs.MAX_SIMULATIONS)
     for item in items:
-        if not re.fullmatch(r"\d+", item):
-            raise ValueError(f"--sims: {item!r} is not a whole number >= 0 (e.g. --sims 0,64,600)")
-    return [int(s) for s in items]
+        if not set(item) <= set("0123456789"):
+            raise ValueError(
+                f"--sims: {inputs.shown(item)} is not a whole number {bound} (e.g. --sims 0,64,600)"
+            )
+    return [inputs.parse_count(s, name="--sims", low=0, high=inputs.MAX_SIMULATIONS) for s in items]
 
 
 def parse_sets(text: str) -> list[str]:
@@ -75,11 +107,6 @@ def parse_sets(text: str) -> list[str]:
         if item not in solver.SET_NAMES:
             raise ValueError(f"--sets: unknown set {item!r}; allowed: {allowed}")
     return items
-
-
-def _check_openings(openings: int) -> None:
-    if not 0 <= openings <= 20:
-        raise ValueError(f"--openings: got {openings}, allowed: 0..20 random opening plies")
 
 
 def _parse_checkpoint(text: str) -> registry.AgentSpec:
@@ -129,9 +156,6 @@ def run_match(args) -> dict:
             args.games = 2 * arena.num_exhaustive_openings(args.openings)
         except ValueError as err:
             raise ValueError(f"--every-opening with --openings: {err}") from None
-    if args.games < 1:
-        raise ValueError(f"--games: got {args.games}, allowed: >= 1")
-    _check_openings(args.openings)
     told: list[str] = []  # runs/X@0 against runs/X@64: one line
 
     def tell(line: str) -> None:
@@ -173,13 +197,6 @@ def run_match(args) -> dict:
 
 
 def run_elo(args) -> dict:
-    if args.games < 1:
-        raise ValueError(f"--games: got {args.games}, allowed: >= 1")
-    if args.bootstrap < 0:
-        raise ValueError(f"--bootstrap: got {args.bootstrap}, allowed: >= 0")
-    _check_openings(args.openings)
-    if args.plot is not None and args.plot.suffix.lower() != ".png":
-        raise ValueError(f"--plot: {str(args.plot)!r} must be a .png file")
     pool = registry.make_agents(args.agents, tell=_tell)
     if "random" not in [name for name, _ in pool]:
         pool.insert(0, registry.make_agent("random"))
@@ -227,8 +244,9 @@ def run_elo(args) -> dict:
         "seconds": time.perf_counter() - start,
     }
     if args.plot is not None:
-        args.plot.parent.mkdir(parents=True, exist_ok=True)
-        elo.plot(rated, args.plot)
+        plot.write_output(
+            args.plot, lambda tmp: elo.plot(rated, tmp), name="--plot", note=_NOT_SAVED
+        )
         print(f"plot written to {args.plot}")
         summary["plot"] = str(args.plot)
     return summary
@@ -236,10 +254,6 @@ def run_elo(args) -> dict:
 
 def run_solver(args) -> dict:
     sets = parse_sets(args.sets)
-    if args.positions is not None and args.positions < 1:
-        raise ValueError(f"--positions: got {args.positions}, allowed: >= 1")
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size: got {args.batch_size}, allowed: >= 1")
     pool = registry.make_agents(_split_list(args.baselines, "--baselines"), tell=_tell)
     if args.checkpoint is not None:
         run = _parse_checkpoint(args.checkpoint)
@@ -290,17 +304,40 @@ def run_solver(args) -> dict:
 # --- The parser. ---
 
 
+def _count(name: str, low: int, high: int):
+    """``inputs.count_arg``: an argparse ``type`` for a whole number ``low..high``."""
+    return inputs.count_arg(name, low=low, high=high)
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     p.add_argument(
-        "--json", type=Path, default=None, metavar="PATH", help="also write results here"
+        "--seed", type=_count("--seed", 0, MAX_SEED), default=0,
+        help=f"PRNG seed, 0-{MAX_SEED} (default 0)",
+    )
+    p.add_argument(
+        "--json", type=Path, default=None, metavar="PATH",
+        help="also write results here (checked before the evaluation starts)",
+    )
+
+
+def _add_batch_size(p: argparse.ArgumentParser, default: int, what: str) -> None:
+    p.add_argument(
+        "--batch-size", type=_count("--batch-size", 1, MAX_BATCH_SIZE), default=default,
+        help=f"{what} at once, 1-{MAX_BATCH_SIZE} (default {default})",
+    )
+
+
+def _add_openings(p: argparse.ArgumentParser, help_text: str) -> None:
+    p.add_argument(
+        "--openings", type=_count("--openings", 0, MAX_OPENINGS), default=2, metavar="K",
+        help=help_text,
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``python -m c4jax.evaluate``."""
     forms = registry.AGENT_FORMS
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m c4jax.evaluate",
         description="Evaluate Connect Four agents: matches, Elo ratings, solver mistake rates.",
         epilog=f"Agent specs:\n{registry.describe()}",
@@ -317,14 +354,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     match.add_argument("a", help="agent A (results are from its side)")
     match.add_argument("b", help="agent B")
-    match.add_argument("--games", type=int, default=100, help="games to play (default 100)")
     match.add_argument(
-        "--openings",
-        type=int,
-        default=2,
-        metavar="K",
-        help="uniformly random plies before the agents take over, shared by both games of a"
-        " colour-swapped pair, so that deterministic agents play varied games (default 2)",
+        "--games", type=_count("--games", 1, MAX_GAMES), default=100,
+        help=f"games to play, 1-{MAX_GAMES} (default 100)",
+    )
+    _add_openings(
+        match,
+        f"uniformly random plies before the agents take over, 0-{MAX_OPENINGS}, shared by both"
+        " games of a colour-swapped pair, so that deterministic agents play varied games"
+        " (default 2)",
     )
     match.add_argument(
         "--every-opening",
@@ -332,9 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="play every K-ply opening (K = --openings <= 4) once in each colour instead of"
         " random ones: 2 x 7^K games (98 for K = 2), whatever --games says",
     )
-    match.add_argument(
-        "--batch-size", type=int, default=256, help="games played at once (default 256)"
-    )
+    _add_batch_size(match, 256, "games played")
     match.add_argument(
         "--judge",
         action="store_true",
@@ -351,11 +387,20 @@ def build_parser() -> argparse.ArgumentParser:
         f" bootstrap 95% intervals. Agent specs: {forms}.",
     )
     elo_p.add_argument("agents", nargs="+", metavar="AGENT")
-    elo_p.add_argument("--games", type=int, default=100, help="games per pair (default 100)")
-    elo_p.add_argument("--openings", type=int, default=2, metavar="K", help="see match (default 2)")
-    elo_p.add_argument("--bootstrap", type=int, default=1000, metavar="R", help="resamples (1000)")
-    elo_p.add_argument("--plot", type=Path, default=None, metavar="PATH.png", help="ratings chart")
-    elo_p.add_argument("--batch-size", type=int, default=256, help="games played at once (256)")
+    elo_p.add_argument(
+        "--games", type=_count("--games", 1, MAX_GAMES), default=100,
+        help=f"games per pair, 1-{MAX_GAMES} (default 100)",
+    )
+    _add_openings(elo_p, f"see match, 0-{MAX_OPENINGS} (default 2)")
+    elo_p.add_argument(
+        "--bootstrap", type=_count("--bootstrap", 1, MAX_BOOTSTRAP), default=1000, metavar="R",
+        help=f"resamples for the 95%% intervals, 1-{MAX_BOOTSTRAP} (default 1000)",
+    )
+    elo_p.add_argument(
+        "--plot", type=Path, default=None, metavar="PATH.png",
+        help="ratings chart (checked before the evaluation starts)",
+    )
+    _add_batch_size(elo_p, 256, "games played")
     _add_common(elo_p)
 
     solver_p = sub.add_parser(
@@ -375,27 +420,53 @@ def build_parser() -> argparse.ArgumentParser:
     solver_p.add_argument(
         "--sims",
         default=None,
-        help="simulation counts for the checkpoint, 0 = network alone (default 0,64,600)",
+        help=f"simulation counts for the checkpoint, each 0-{inputs.MAX_SIMULATIONS}, 0 ="
+        " network alone (default 0,64,600)",
     )
     solver_p.add_argument(
         "--sets", default="L3_R1,L2_R1,L2_R2,L1_R1,L1_R2,L1_R3", help="sets (default all six)"
     )
-    solver_p.add_argument("--positions", type=int, default=None, help="first N of each set (all)")
+    solver_p.add_argument(
+        "--positions", type=_count("--positions", 1, MAX_POSITIONS), default=None,
+        help=f"the first N of each set, 1-{MAX_POSITIONS} (default all)",
+    )
     solver_p.add_argument(
         "--baselines", default=DEFAULT_BASELINES, help=f"agent specs (default {DEFAULT_BASELINES})"
     )
-    solver_p.add_argument(
-        "--batch-size", type=int, default=250, help="positions per agent call (default 250)"
-    )
+    _add_batch_size(solver_p, 250, "positions per agent call")
     _add_common(solver_p)
     return parser
 
 
+def check_outputs(args) -> None:
+    """Before any work: ``--json`` and ``--plot`` can be written (``plot.check_output``).
+
+    Raises:
+        plot.OutputError: one line naming the path and why (its ``code``: the exit status).
+    """
+    plot_path = getattr(args, "plot", None)
+    if plot_path is not None and plot_path.suffix.lower() != ".png":
+        raise plot.OutputError(f"--plot: {str(plot_path)!r} must be a .png file")
+    for name, path in (("--json", args.json), ("--plot", plot_path)):
+        if path is not None:
+            plot.check_output(path, name=name)
+    if args.json is not None and plot_path is not None and args.json.resolve() == (
+        plot_path.resolve()
+    ):
+        raise plot.OutputError(f"--json and --plot: both name {str(args.json)!r}; give two files")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit status (2 for bad input)."""
+    """Runs the command line; returns the exit status: 2 for bad input (a path that
+    cannot be written among it, found before the evaluation), ``plot.EXIT_IO_ERROR``
+    (74) when the disk fills up while the results are written."""
     xla_flags.enable_fast_cpu()  # before the first device query
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     checkpoints.quiet_orbax_logs()
     cli.one_line_warnings()
     if args.command == "solver":
@@ -403,16 +474,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.sims = "0,64,600" if args.sims is None else args.sims
     runners = {"match": run_match, "elo": run_elo, "solver": run_solver}
     try:
-        if args.json is not None and args.json.is_dir():
-            raise ValueError(f"--json: {str(args.json)!r} is a directory; give a file path")
+        check_outputs(args)
         summary = runners[args.command](args)
+        if args.json is not None:
+            text = json.dumps(_to_json({"command": args.command, **summary}), indent=1)
+            plot.write_output(args.json, lambda tmp: tmp.write_text(text), name="--json",
+                              note=_NOT_SAVED)
+            print(f"results written to {args.json}")
+    except plot.OutputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.code
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(_to_json({"command": args.command, **summary}), indent=1))
-        print(f"results written to {args.json}")
     return 0
 
 

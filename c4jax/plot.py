@@ -110,9 +110,9 @@ def _why(err: OSError, path: Path) -> tuple[str, int]:
     return f"{err.strerror or err}; give another path", 2
 
 
-def _output_error(name: str, path: Path, err: OSError, what: str = "") -> OutputError:
+def _output_error(name: str, path: Path, err: OSError, note: str = "") -> OutputError:
     why, code = _why(err, path)
-    return OutputError(f"{name}: cannot write {_path(path)}: {why}{what}", code)
+    return OutputError(f"{name}: cannot write {_path(path)}: {why}{note}", code)
 
 
 def _probe(folder: Path) -> None:
@@ -174,9 +174,14 @@ def check_output(path: str | Path, *, name: str) -> Path:
     return path
 
 
-def write_output(path: str | Path, write: Callable[[Path], object], *, name: str) -> Path:
+def write_output(
+    path: str | Path, write: Callable[[Path], object], *, name: str, note: str = ""
+) -> Path:
     """Writes ``path`` whole or not at all: ``write(tmp)`` fills a temporary file beside
     it, which then replaces ``path``. Nothing is left behind on failure.
+
+    ``name`` is what the path is in a message (``--json``); ``note`` ends the message
+    (``; the results are printed above``).
 
     Raises:
         OutputError: one line naming ``path`` and why it could not be written.
@@ -190,7 +195,7 @@ def write_output(path: str | Path, write: Callable[[Path], object], *, name: str
     except OSError as err:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise _output_error(name, path, err) from None
+        raise _output_error(name, path, err, note) from None
     return path
 
 

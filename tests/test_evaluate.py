@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_plot import fill, small_fs  # a real tmpfs: read-only, or full
 
-from c4jax import evaluate
+from c4jax import evaluate, inputs, plot
 from c4jax.judge import arena, registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_parse_lists():
     assert evaluate.parse_sims("0, 64,600") == [0, 64, 600]
-    for bad in ("", "0,x", "-1", "1,1"):
+    assert evaluate.parse_sims(f"0,{inputs.MAX_SIMULATIONS}") == [0, 4096]
+    for bad in ("", "0,x", "-1", "1,1", "\u0663", "\u00b2", "4097", "9" * 100_000):
         with pytest.raises(ValueError, match="--sims"):
             evaluate.parse_sims(bad)
     assert evaluate.parse_sets("L1_R1,L3_R1") == ["L1_R1", "L3_R1"]
@@ -114,6 +116,115 @@ def test_bad_input_exits_2_with_a_message(argv, problem, capsys):
     assert evaluate.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and problem in err
+
+
+@pytest.mark.parametrize(
+    "argv, problem",
+    [
+        # Before: accepted (--batch-size 0 played on; --bootstrap 0 printed [nan, nan]).
+        (["match", "random", "random", "--batch-size", "0"], "--batch-size: got 0, allowed: 1-"),
+        (["elo", "lookahead", "--bootstrap", "0"], "--bootstrap: got 0, allowed: 1-100000"),
+        (["elo", "lookahead", "--batch-size", "99999"], "--batch-size: got 99999"),
+        (["solver", "--batch-size", "0"], "--batch-size: got 0, allowed: 1-"),
+        (["solver", "--positions", "0"], "--positions: got 0, allowed: 1-"),
+        (["match", "random", "random", "--games", "9" * 25], "--games: got 9999"),  # traceback
+        (["match", "random", "random", "--games", "\u0663"], "--games: got '\u0663'"),
+        (["match", "random", "random", "--games", "1" * 100_000], "(100000 digits)"),
+        (["match", "random", "random", "--openings", "21"], "--openings: got 21, allowed: 0-20"),
+        (["match", "random", "random", "--seed", "-1"], "--seed: got '-1'"),
+        (["elo", "random", "lookahead", "--games", "2", "--nope"], "unrecognized arguments"),
+        (["match", "mcts-\u0663", "random"], "simulations '\u0663' is not a whole number"),
+        (["match", "mcts-5000", "random"], "simulations 5000 is out of range (1-4096)"),
+        (["match", "random", "pretrained@" + "9" * 30], "is out of range (0-4096)"),  # traceback
+        (["match", "x" * 100_000, "random"], "(100000 characters): longer than 4096"),
+        (["elo", "random", "lookahead", "--plot", "elo.txt"], "--plot: 'elo.txt' must be a .png"),
+    ],
+)
+def test_numbers_are_ascii_digits_within_bounds(argv, problem, capsys):
+    assert evaluate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and problem in err, err
+    assert err.count("\n") == 1 and len(err) < 600, err
+
+
+def test_solver_sims_beyond_the_cap_is_one_line(tmp_path, capsys):
+    argv = ["solver", "--checkpoint", str(tmp_path), "--sims", "0,4097", "--baselines", ""]
+    assert evaluate.main(argv) == 2
+    assert capsys.readouterr().err == "error: --sims: got 4097, allowed: 0-4096\n"
+
+
+# --- Outputs that cannot be written: refused before the evaluation starts. ---
+
+
+@pytest.fixture
+def no_evaluation(monkeypatch):
+    """Fails the test if an evaluation starts (an agent is built)."""
+
+    def started(*args, **kwargs):
+        raise AssertionError("the evaluation started")
+
+    monkeypatch.setattr(registry, "make_agent", started)
+    monkeypatch.setattr(registry, "make_agents", started)
+
+
+def test_an_unwritable_json_or_plot_is_refused_before_the_evaluation(
+    tmp_path, capsys, no_evaluation
+):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    for argv, problem in [
+        (["--json", str(tmp_path)], f"error: --json: {str(tmp_path)!r} is a folder; give a file"),
+        (["--json", str(blocker / "r.json")], f"error: --json: cannot write"
+         f" {str(blocker / 'r.json')!r}: part of it is a file, not a folder"),
+        (["--plot", str(blocker / "sub" / "e.png")], "error: --plot: cannot write"),
+        (["--json", str(tmp_path / "x.png"), "--plot", str(tmp_path / "x.png")],
+         f"error: --json and --plot: both name {str(tmp_path / 'x.png')!r}; give two files"),
+    ]:
+        assert evaluate.main(["elo", "random", "lookahead", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(problem) and err.count("\n") == 1, err
+    assert blocker.read_text() == "mine" and sorted(os.listdir(tmp_path)) == ["a-file"]
+
+
+def test_a_read_only_json_folder_is_refused_before_the_evaluation(tmp_path, capsys, no_evaluation):
+    with small_fs(tmp_path / "ro", 64, read_only=True) as ro:
+        out = ro / "results" / "match.json"
+        assert evaluate.main(["match", "random", "lookahead", "--json", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --json: cannot write {str(out)!r}: a read-only file system; give a path on a"
+        " writable one\n"
+    )
+
+
+def test_a_full_disk_is_refused_before_the_evaluation_with_exit_74(tmp_path, capsys, no_evaluation):
+    with small_fs(tmp_path / "full", 64) as disk:
+        fill(disk)
+        code = evaluate.main(["match", "random", "lookahead", "--json", str(disk / "m.json")])
+        left = os.listdir(disk)
+    err = capsys.readouterr().err
+    assert code == plot.EXIT_IO_ERROR == 74, err
+    assert err.startswith(f"error: --json: cannot write {str(disk / 'm.json')!r}: No space left")
+    assert err.count("\n") == 1 and left == ["filler"]
+
+
+def test_a_disk_that_fills_up_during_the_evaluation_is_exit_74_and_leaves_nothing_partial(
+    tmp_path, capsys
+):
+    """8 KB free: the 4 KB probes pass, the Elo chart (over 10 KB) does not fit."""
+    with small_fs(tmp_path / "small", 8) as disk:
+        argv = ["elo", "lookahead", "--games", "2", "--bootstrap", "5", "--plot"]
+        code = evaluate.main([*argv, str(disk / "elo.png"), "--json", str(disk / "e.json")])
+        left = os.listdir(disk)
+    out, err = capsys.readouterr()
+    assert code == 74, err
+    assert "anchor random = 0" in out  # the results were printed
+    assert err.splitlines()[-1] == (  # after the progress lines
+        f"error: --plot: cannot write {str(disk / 'elo.png')!r}: No space left on device (the"
+        " disk is full or failing); free some space or give a path on another disk; the results"
+        " are printed above, not saved"
+    )
+    assert "Traceback" not in err and err.count("error:") == 1
+    assert left == []  # no partial PNG, no temporary file
 
 
 @pytest.mark.slow
