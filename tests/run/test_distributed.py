@@ -364,6 +364,36 @@ def test_ctrl_c_on_one_process_stops_all_at_the_same_iteration(tmp_path):
 
 
 @pytest.mark.slow
+def test_sigterm_after_joining_a_cluster_still_ends_the_process_with_one_line():
+    """JAX's preemption service, on by default, installs a C-level SIGTERM handler in
+    jax.distributed.initialize that only notes the signal: a trainer starting up
+    (or loading a checkpoint) then went on as if nothing had happened. With it off,
+    the command line's own handler ends the process: code 143 and one line."""
+    code = f"""
+import time
+from c4jax.run import distributed, interrupt
+interrupt.exit_on_interrupt("Interrupted before training started.")
+distributed.initialize(distributed.Cluster("127.0.0.1:{_free_port()}", 1, 0))
+print("joined", flush=True)
+time.sleep(60)
+print("still running", flush=True)
+"""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout.readline() == "joined\n", proc.stderr.read()[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err[-3000:]
+    assert out == "" and err.strip().splitlines()[-1] == (
+        "Interrupted before training started. (SIGTERM)")
+    assert "SIGTERM caught" not in err
+
+
+@pytest.mark.slow
 def test_a_distributed_run_resumed_alone_without_a_coordinator_says_what_to_give(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"distributed": True}))
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
