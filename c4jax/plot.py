@@ -25,8 +25,8 @@ canvas directly (no display, no pyplot state).
 
 Output files (here and ``python -m c4jax.evaluate``'s ``--json`` and
 ``--plot``) are checked before any work starts (``check_output``,
-``check_output_folder``: the folder is created and a small probe file written
-and removed) and written whole or not at all (``write_output``: a temporary
+``check_output_folder``: the folder is created, a small probe file written,
+and both removed again) and written whole or not at all (``write_output``: a temporary
 file beside it, then renamed). A path that cannot be written is one
 ``error:`` line naming it and saying why, exit status 2; a full disk (or a
 failing device) exit status ``EXIT_IO_ERROR`` (74, ``EX_IOERR`` of sysexits.h).
@@ -127,8 +127,21 @@ def _probe(folder: Path) -> None:
             os.unlink(tmp)
 
 
+def _try_folder(folder: Path) -> None:
+    """Creates ``folder`` (and its missing parents), writes a probe file in it, and
+    removes what it created: a check leaves nothing behind. Raises OSError."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _probe(folder)
+    finally:
+        for created in missing:
+            with contextlib.suppress(OSError):
+                created.rmdir()
+
+
 def check_output_folder(folder: str | Path, *, name: str) -> Path:
-    """Before the work starts: ``folder`` is created if missing and can take a file.
+    """Before the work starts: ``folder`` can be created (if missing) and take a file.
 
     Args:
         folder: where outputs will go.
@@ -139,8 +152,7 @@ def check_output_folder(folder: str | Path, *, name: str) -> Path:
     """
     folder = Path(folder)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        _probe(folder)
+        _try_folder(folder)
     except FileExistsError as err:  # a file where the folder (or one above it) should be
         raise OutputError(
             f"{name}: cannot write {_path(folder)}:"
@@ -152,8 +164,9 @@ def check_output_folder(folder: str | Path, *, name: str) -> Path:
 
 
 def check_output(path: str | Path, *, name: str) -> Path:
-    """Before the work starts: the file ``path`` can be written (its folder is created
-    if missing; an existing file is replaced only at the end).
+    """Before the work starts: the file ``path`` can be written (its folder can be
+    created if missing; an existing file is replaced only at the end). Nothing is left
+    behind: ``write_output`` creates the folder.
 
     Raises:
         OutputError: one line naming ``path`` and why it cannot be written.
@@ -167,8 +180,7 @@ def check_output(path: str | Path, *, name: str) -> Path:
             " give another path"
         )
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _probe(path.parent)
+        _try_folder(path.parent)
     except OSError as err:
         raise _output_error(name, path, err) from None
     return path

@@ -186,6 +186,13 @@ def test_an_unwritable_json_or_plot_is_refused_before_the_evaluation(
     assert blocker.read_text() == "mine" and sorted(os.listdir(tmp_path)) == ["a-file"]
 
 
+def test_the_output_check_leaves_nothing_when_the_evaluation_then_fails(tmp_path, capsys):
+    out = tmp_path / "results" / "match.json"
+    assert evaluate.main(["match", "mcst", "random", "--json", str(out)]) == 2
+    assert "bad agent spec 'mcst'" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []  # no results/ folder, no probe file
+
+
 def test_a_read_only_json_folder_is_refused_before_the_evaluation(tmp_path, capsys, no_evaluation):
     with small_fs(tmp_path / "ro", 64, read_only=True) as ro:
         out = ro / "results" / "match.json"

@@ -327,7 +327,9 @@ def test_plots_fill_the_disk_midway_and_leave_no_partial_file(tmp_path, capsys):
 def test_check_output_refuses_a_folder_and_a_read_only_file(tmp_path):
     with pytest.raises(plot.OutputError, match="is a folder; give a file path"):
         plot.check_output(tmp_path, name="--json")
-    assert plot.check_output(tmp_path / "new" / "r.json", name="--json").parent.is_dir()
-    assert not list((tmp_path / "new").iterdir())  # the probe is gone
-    written = plot.write_output(tmp_path / "r.json", lambda p: p.write_text("{}"), name="--json")
-    assert written.read_text() == "{}" and sorted(os.listdir(tmp_path)) == ["new", "r.json"]
+    plot.check_output(tmp_path / "new" / "sub" / "r.json", name="--json")
+    plot.check_output_folder(tmp_path / "plots", name="--out")
+    assert os.listdir(tmp_path) == []  # a check leaves no folder and no probe file
+    written = plot.write_output(tmp_path / "new" / "r.json", lambda p: p.write_text("{}"),
+                                name="--json")
+    assert written.read_text() == "{}" and os.listdir(tmp_path / "new") == ["r.json"]
