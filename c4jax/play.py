@@ -341,6 +341,17 @@ def _load_player(run_dir: str | None, sims: int | None, step: int | str | None):
     return Player.load(run_dir, num_simulations=sims, step=step)
 
 
+class _UsageError(Exception):
+    """argparse's complaint about the command line, as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are raised (one line) instead of printed with usage."""
+
+    def error(self, message: str):
+        raise _UsageError(f"{message} (see: {self.prog} --help)")
+
+
 def checkpoint_step(text: str) -> int | str:
     """``--step``: an iteration ``0..MAX_STEP`` (ASCII digits), ``last`` or ``best``
     (argparse's ``type``)."""
@@ -356,11 +367,11 @@ def checkpoint_step(text: str) -> int | str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: loads the agent and plays games until the human stops.
 
-    Returns 0, or 2 for bad input; argparse's own errors (a number out of its
-    bounds among them) exit 2 with ``error: argument ...``.
+    Returns 0, or 2 for bad input (one ``error:`` line, a number out of its bounds
+    among them).
     """
     xla_flags.enable_fast_cpu()  # before the first device query
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m c4jax.play",
         description="Play Connect Four against a trained agent in the terminal.",
     )
@@ -397,7 +408,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="start every game from this position, a move string of columns 1-7"
         " (e.g. 4453: x in 4, o in 4, x in 5, o in 3)",
     )
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.run_dir is None and args.step is not None:
         print("error: --step needs a run directory", file=sys.stderr)
         return 2

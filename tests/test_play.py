@@ -175,9 +175,10 @@ def test_an_agent_that_searches_compiles_its_search_on_the_first_move():
     assert thinking == ["thinking... (the first move also compiles the search)"]
 
 
-def test_step_accepts_an_iteration_last_or_best(usage_error):
+def test_step_accepts_an_iteration_last_or_best(capsys):
     assert [cli.checkpoint_step(t) for t in ("40", "last", "best")] == [40, "last", "best"]
-    err = usage_error(play.main, ["runs/X", "--step", "newest"])
+    assert play.main(["runs/X", "--step", "newest"]) == 2
+    err = capsys.readouterr().err
     assert "'newest' is not a checkpoint step: give an iteration, last or best" in err
 
 
@@ -221,17 +222,19 @@ def test_main_missing_run_exits_2(tmp_path, capsys):
         (["runs/X", "--step", "-1"], "argument --step: '-1' is not a checkpoint step"),
     ],
 )
-def test_number_options_are_ascii_digits_within_bounds(argv, problem, usage_error):
-    last = usage_error(play.main, argv).strip().splitlines()[-1]  # after the usage lines
-    assert last.startswith("python -m c4jax.play: error: ") and problem in last, last
-    assert len(last) < 300, last
+def test_number_options_are_ascii_digits_within_bounds(argv, problem, capsys):
+    assert play.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and problem in err, err
+    assert err.endswith(" (see: python -m c4jax.play --help)\n") and err.count("\n") == 1, err
+    assert len(err) < 300, err
 
 
-def test_sims_cap_is_the_shared_one(usage_error):
+def test_sims_cap_is_the_shared_one(capsys):
     from c4jax import inputs
 
-    parser_err = usage_error(play.main, ["--sims", str(inputs.MAX_SIMULATIONS + 1)])
-    assert f"allowed: 0-{inputs.MAX_SIMULATIONS}" in parser_err
+    assert play.main(["--sims", str(inputs.MAX_SIMULATIONS + 1)]) == 2
+    assert f"allowed: 0-{inputs.MAX_SIMULATIONS}" in capsys.readouterr().err
     assert play.checkpoint_step(str(play.MAX_STEP)) == play.MAX_STEP
     assert [play.checkpoint_step(t) for t in ("0", "40", "last", "best")] == [0, 40, "last", "best"]
 
