@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from c4jax import inputs
 from c4jax.store import checkpoints, exported
 
 
@@ -120,8 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _web(args)
 
     run, _, step_text = args.run.partition(":")
-    if step_text and not step_text.isdigit():
-        print(f"error: {args.run}: STEP {step_text!r} is not a whole number", file=sys.stderr)
+    try:
+        step = _step(args.run, step_text)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     results = None
     if args.results:
@@ -131,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --results {args.results}: {err}", file=sys.stderr)
             return 2
     try:
-        restored = checkpoints.restore_variables(run, int(step_text) if step_text else None)
+        restored = checkpoints.restore_variables(run, step)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -146,12 +149,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         out = exported.export_network(restored, args.out_dir, info)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except OSError as err:
         print(f"error: {args.out_dir}: {err}", file=sys.stderr)
         return 2
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     print(f"wrote {out} (step {restored.step}, {size / 1024:.0f} KB)")
     return 0
+
+
+def _step(spec: str, step_text: str) -> int | None:
+    """The STEP of ``RUN_DIR:STEP`` (None without one); ``InputError`` if not a whole number."""
+    return inputs.parse_count(step_text, name=f"{spec}: STEP") if step_text else None
 
 
 def _web(args: argparse.Namespace) -> int:
@@ -171,9 +182,7 @@ def _web(args: argparse.Namespace) -> int:
             checkpoint, source = exported.load_exported(), "the pretrained agent"
         else:
             run, _, step_text = args.run.partition(":")
-            if step_text and not step_text.isdigit():
-                raise ValueError(f"{args.run}: STEP {step_text!r} is not a whole number")
-            checkpoint = checkpoints.restore_variables(run, int(step_text) if step_text else None)
+            checkpoint = checkpoints.restore_variables(run, _step(args.run, step_text))
             source = f"run {Path(run).resolve().name}"
         ort_dir = onnx_export.ort_dist(args.ort_dir)
         out = onnx_export.write_web_page(checkpoint, args.out_dir, ort_dir, source)

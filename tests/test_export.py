@@ -128,7 +128,10 @@ def test_damaged_or_missing_exports_give_a_clear_error(tiny_run, tmp_path):
 
 @pytest.mark.slow
 def test_bad_arguments_exit_2_without_a_traceback(tiny_run, tmp_path):
-    for args in [(f"{tiny_run}:x", tmp_path / "a"), (tmp_path / "nothing", tmp_path / "b")]:
+    huge = f"{tiny_run}:" + "9" * 100_000
+    for args in [(f"{tiny_run}:x", tmp_path / "a"), (tmp_path / "nothing", tmp_path / "b"),
+                 (f"{tiny_run}:²", tmp_path / "c"), (huge, tmp_path / "d")]:
         out = _export(*args)
         assert out.returncode == 2 and out.stderr.startswith("error:"), out.stderr
-        assert "Traceback" not in out.stderr
+        assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr[:500]
+    assert "STEP: got '²', allowed: a whole number" in _export(f"{tiny_run}:²", tmp_path).stderr
