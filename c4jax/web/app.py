@@ -258,11 +258,13 @@ def _headers(scope) -> dict[str, str]:
     return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())}
 
 
-async def _answer(send, status: int, reason: str, headers: dict[str, str], close: bool) -> None:
-    response = JSONResponse({"error": reason}, status_code=status, headers=headers)
-    if close:
+async def _answer(scope, send, error: BadRequest) -> None:
+    """Sends ``error`` as the JSON answer (closing the connection after it if it says so)."""
+    response = JSONResponse({"error": error.reason}, status_code=error.status,
+                            headers=error.headers)
+    if error.close:
         response.headers["connection"] = "close"
-    await response({"type": "http"}, _no_receive, send)
+    await response(scope, _no_receive, send)
 
 
 async def _no_receive():  # what _answer's response is given to read: nothing
@@ -284,7 +286,7 @@ class _Guard:
         host = headers.get("host")
         if host is not None and not host_allowed(host, self.allowed_hosts):
             return BadRequest(
-                400, f"host: {host_name(host)!r} is not a name of this server (start it with"
+                400, f"host: {host_name(host)[:100]!r} is not a name of this server (start it with"
                 " --allowed-host NAME to open the page by that name)", close=True,
             )
         origin = headers.get("origin")
@@ -294,7 +296,7 @@ class _Guard:
         if length is not None:
             if not length.isascii() or not length.isdigit():
                 return BadRequest(400, "content-length: not a number", close=True)
-            if int(length) > self.limits.max_body:
+            if len(length) > 18 or int(length) > self.limits.max_body:
                 return BadRequest(413, self.too_large(), close=True)
         if scope["method"] == "POST":
             kind = media_type(headers.get("content-type", ""))
@@ -313,7 +315,7 @@ class _Guard:
             return await self.app(scope, receive, send)
         refused = self.refusal(scope)
         if refused is not None:
-            return await _answer(send, refused.status, refused.reason, refused.headers, True)
+            return await _answer(scope, send, refused)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.limits.body_timeout
         received = 0
@@ -343,13 +345,13 @@ class _Guard:
             await self.app(scope, limited_receive, tracked_send)
         except BadRequest as err:
             if not started:
-                await _answer(send, err.status, err.reason, err.headers, err.close)
+                await _answer(scope, send, err)
         except ClientDisconnect:
             pass  # the client is gone: no one to answer
         except Exception as err:  # the server keeps serving whatever happens
             log.error("internal error on %s %s: %r", scope["method"], scope["path"], err)
             if not started:
-                await _answer(send, 500, "internal error", {}, False)
+                await _answer(scope, send, BadRequest(500, "internal error"))
 
 
 class _Lane:

@@ -83,6 +83,13 @@ def test_a_large_body_is_refused_while_it_is_read_chunked_too(stub_server):
     response = httpx.post(server.url + "/api/move", content=b"{}" + b" " * 5000,
                           headers={"content-type": "application/json"})
     assert response.status_code == 413 and response.headers["connection"] == "close"
+    for length in (b"9" * 5000, b"\xd9\xa3", b"-1"):  # a huge number, an Arabic-Indic 3
+        sock = _connect(server)
+        sock.sendall(b"POST /api/move HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: " + length + b"\r\n\r\n{}")
+        answer = _answer(sock)
+        sock.close()
+        assert answer[:12] in (b"HTTP/1.1 400", b"HTTP/1.1 413"), (length[:10], answer[:300])
 
 
 @pytest.mark.slow
