@@ -241,7 +241,7 @@ class RunLog:
         warnings.warn(
             f"{self._path} was deleted or replaced during the run: wrote it again with "
             f"the {len(self._lines)} lines logged so far",
-            stacklevel=3,
+            stacklevel=4,  # the caller of log()
         )
 
     def _width(self) -> int:

@@ -52,8 +52,9 @@ from c4jax.run.cli import one_line_warnings, tyro_cli
 RUNS_DIR = Path("runs")  # where new runs go, and where --resume looks
 EXIT_IO = 74  # sysexits' EX_IOERR: a file of the run could not be written
 # The errors of a file that cannot be written (not of a bug): exit EXIT_IO, one line.
+# EBUSY: a file replaced whole (metrics.jsonl on resume) that is a mount point.
 _IO_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
-              errno.EIO, errno.EFBIG}
+              errno.EIO, errno.EFBIG, errno.EBUSY}
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 

@@ -213,6 +213,7 @@ def test_a_full_disk_while_writing_config_json_is_one_error_line(tmp_path, monke
 
 @pytest.mark.parametrize("code, fix", [(errno.EACCES, "Make it writable"),
                                        (errno.EIO, "Check the disk"),
+                                       (errno.EBUSY, "Make it writable"),
                                        (errno.EDQUOT, "Free some space")])
 def test_an_unwritable_file_raised_anywhere_is_one_error_line(code, fix, tmp_path, monkeypatch,
                                                               capsys):
