@@ -136,12 +136,23 @@ def run_iterations(
     last_eval: dict = {}
     started = step
     stopped = 0  # the signal that stopped the run (0: none), agreed by all processes
-    # For the stop message, read by the signal thread: the longest pass through the
-    # loop (None while the first compiles), and the newest checkpoint.
-    longest: float | None = None
+    # For the stop message, read by the signal thread: how long the first pass
+    # through the loop took (compiling included), the longest of the later ones, and
+    # the newest checkpoint.
+    first: float | None = None
+    later: float | None = None
     saved: int | None = step or None
+
+    def took(seconds: float) -> None:
+        nonlocal first, later
+        if step - started == 1:
+            first = seconds
+        else:
+            later = max(later or 0.0, seconds)
+
     stop = interrupt.StopRequest(
-        asked=lambda signum: stop_message(signum, seconds=longest, saved=saved),
+        asked=lambda signum: stop_message(
+            signum, seconds=later if later is not None else first, saved=saved),
         aborted=f"Aborted. Continue from the last checkpoint with: {resume_hint}",
     )
     with stop:
@@ -162,6 +173,7 @@ def run_iterations(
                     )
                 metrics["seconds"] = time.perf_counter() - t0
                 metrics["positions_per_second"] = positions_per_iteration / metrics["seconds"]
+                took(metrics["seconds"])  # then again with the evaluation and the save
                 last_step = step == total
                 score = None  # the evaluation score of this step, if evaluated
                 if eval_every and (step % eval_every == 0 or last_step):
@@ -184,8 +196,7 @@ def run_iterations(
                 if step % checkpoint_every == 0 or last_step or interrupted:
                     checkpoints.save(manager, step, to_checkpoint(state), config, score)
                     saved = step
-                passed = time.perf_counter() - t0
-                longest = passed if step - started <= 2 else max(longest or 0.0, passed)
+                took(time.perf_counter() - t0)
                 if interrupted:
                     break
         except BaseException as err:

@@ -163,6 +163,18 @@ def test_a_signal_finishes_the_iteration_saves_and_says_how_to_continue(
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # released
 
 
+@pytest.mark.parametrize("signal_at, took", [(1, "The first iteration is still compiling"),
+                                             (2, "An iteration has taken up to 0 s")])
+def test_the_sigterm_message_says_what_the_loop_has_measured(
+        handlers, saves, capfd, monkeypatch, signal_at, took):
+    monkeypatch.setattr(loop, "GRACE_SECONDS", -1.0)  # every iteration outlasts it
+    summary, _ = _run(FakeManager(), FakeLog(), signal_at=signal_at)
+    assert summary["step"] == signal_at and summary["exit_code"] == 143
+    err = capfd.readouterr().err
+    assert f" {took}: if a SIGKILL comes first" in err
+    assert "the run continues from the start (no checkpoint yet)" in err
+
+
 def test_an_uninterrupted_run_has_no_exit_code(handlers, saves):
     summary, said = _run(FakeManager(), FakeLog(), total=4)
     assert not summary["interrupted"] and summary["exit_code"] is None
