@@ -6,6 +6,7 @@ here trains but the tests marked slow."""
 import contextlib
 import errno
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -375,3 +376,18 @@ def test_an_edited_config_json_names_the_fields_and_the_command_that_continues(t
     # Changes on the command line keep their own message.
     code = train.main(["--workdir", str(run), "--network.channels", "32"])
     assert code == 2 and "drop those overrides" in capsys.readouterr().err
+
+
+def test_orbax_s_error_logs_are_held_and_shown_unless_reported_in_one_line(caplog):
+    logger = logging.getLogger("absl")
+    with caplog.at_level(logging.ERROR, logger="absl"):
+        with train_command.held_errors() as held:
+            logger.error("Save Finalize thread failed")
+            logger.warning("a warning passes")
+            assert [r.getMessage() for r in caplog.records] == ["a warning passes"]
+        assert [r.getMessage() for r in caplog.records][-1] == "Save Finalize thread failed"
+        caplog.clear()
+        with train_command.held_errors() as held:
+            logger.error("Save Finalize thread failed")
+            held.clear()  # the failure was said in one line
+        assert caplog.records == []
