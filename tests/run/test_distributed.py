@@ -395,7 +395,7 @@ print("still running", flush=True)
 
 @pytest.mark.slow
 def test_a_distributed_run_resumed_alone_without_a_coordinator_says_what_to_give(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"distributed": True}))
+    (tmp_path / "config.json").write_text(json.dumps({"distributed": True, "train": {}}))
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
     env.pop("JAX_COORDINATOR_ADDRESS", None)
     out = subprocess.run(
