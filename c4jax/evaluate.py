@@ -42,10 +42,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from c4jax import inputs, plot
+from c4jax import inputs
 from c4jax.judge import arena, elo, perfect, registry, solver
 from c4jax.run import cli, xla_flags
-from c4jax.store import checkpoints
+from c4jax.store import checkpoints, outputs
 
 DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
 
@@ -244,7 +244,7 @@ def run_elo(args) -> dict:
         "seconds": time.perf_counter() - start,
     }
     if args.plot is not None:
-        plot.write_output(
+        outputs.write_output(
             args.plot, lambda tmp: elo.plot(rated, tmp), name="--plot", note=_NOT_SAVED
         )
         print(f"plot written to {args.plot}")
@@ -439,26 +439,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_outputs(args) -> None:
-    """Before any work: ``--json`` and ``--plot`` can be written (``plot.check_output``).
+    """Before any work: ``--json`` and ``--plot`` can be written (``outputs.check_output``).
 
     Raises:
-        plot.OutputError: one line naming the path and why (its ``code``: the exit status).
+        outputs.OutputError: one line naming the path and why (its ``code``: the exit status).
     """
     plot_path = getattr(args, "plot", None)
     if plot_path is not None and plot_path.suffix.lower() != ".png":
-        raise plot.OutputError(f"--plot: {str(plot_path)!r} must be a .png file")
+        raise outputs.OutputError(f"--plot: {str(plot_path)!r} must be a .png file")
     for name, path in (("--json", args.json), ("--plot", plot_path)):
         if path is not None:
-            plot.check_output(path, name=name)
+            outputs.check_output(path, name=name)
     if args.json is not None and plot_path is not None and args.json.resolve() == (
         plot_path.resolve()
     ):
-        raise plot.OutputError(f"--json and --plot: both name {str(args.json)!r}; give two files")
+        raise outputs.OutputError(
+            f"--json and --plot: both name {str(args.json)!r}; give two files"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status: 2 for bad input (a path that
-    cannot be written among it, found before the evaluation), ``plot.EXIT_IO_ERROR``
+    cannot be written among it, found before the evaluation), ``outputs.EXIT_IO``
     (74) when the disk fills up while the results are written."""
     xla_flags.enable_fast_cpu()  # before the first device query
     parser = build_parser()
@@ -478,10 +480,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary = runners[args.command](args)
         if args.json is not None:
             text = json.dumps(_to_json({"command": args.command, **summary}), indent=1)
-            plot.write_output(args.json, lambda tmp: tmp.write_text(text), name="--json",
+            outputs.write_output(args.json, lambda tmp: tmp.write_text(text), name="--json",
                               note=_NOT_SAVED)
             print(f"results written to {args.json}")
-    except plot.OutputError as err:
+    except outputs.OutputError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.code
     except ValueError as err:

@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_plot import fill, small_fs  # a real tmpfs: read-only, or full
+from faults import fill, small_fs  # a real tmpfs: read-only, or full
 
-from c4jax import evaluate, inputs, plot
+from c4jax import evaluate, inputs
 from c4jax.judge import arena, registry
+from c4jax.store import outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,7 +195,7 @@ def test_the_output_check_leaves_nothing_when_the_evaluation_then_fails(tmp_path
 
 
 def test_a_read_only_json_folder_is_refused_before_the_evaluation(tmp_path, capsys, no_evaluation):
-    with small_fs(tmp_path / "ro", 64, read_only=True) as ro:
+    with small_fs(tmp_path / "ro", "64k", read_only=True) as ro:
         out = ro / "results" / "match.json"
         assert evaluate.main(["match", "random", "lookahead", "--json", str(out)]) == 2
     assert capsys.readouterr().err == (
@@ -204,12 +205,12 @@ def test_a_read_only_json_folder_is_refused_before_the_evaluation(tmp_path, caps
 
 
 def test_a_full_disk_is_refused_before_the_evaluation_with_exit_74(tmp_path, capsys, no_evaluation):
-    with small_fs(tmp_path / "full", 64) as disk:
+    with small_fs(tmp_path / "full", "64k") as disk:
         fill(disk)
         code = evaluate.main(["match", "random", "lookahead", "--json", str(disk / "m.json")])
         left = os.listdir(disk)
     err = capsys.readouterr().err
-    assert code == plot.EXIT_IO_ERROR == 74, err
+    assert code == outputs.EXIT_IO == 74, err
     assert err.startswith(f"error: --json: cannot write {str(disk / 'm.json')!r}: No space left")
     assert err.count("\n") == 1 and left == ["filler"]
 
@@ -218,7 +219,7 @@ def test_a_disk_that_fills_up_during_the_evaluation_is_exit_74_and_leaves_nothin
     tmp_path, capsys
 ):
     """8 KB free: the 4 KB probes pass, the Elo chart (over 10 KB) does not fit."""
-    with small_fs(tmp_path / "small", 8) as disk:
+    with small_fs(tmp_path / "small", "8k") as disk:
         argv = ["elo", "lookahead", "--games", "2", "--bootstrap", "5", "--plot"]
         code = evaluate.main([*argv, str(disk / "elo.png"), "--json", str(disk / "e.json")])
         left = os.listdir(disk)

@@ -1,16 +1,13 @@
 """PNG plots of metrics.jsonl."""
 
-import contextlib
-import errno
 import json
-import os
 import re
-import shutil
-import subprocess
 
 import pytest
+from faults import fill, small_fs  # a real tmpfs: read-only, or full
 
 from c4jax import plot
+from c4jax.store import outputs
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -244,34 +241,6 @@ def test_plot_bad_input_exits_2(tmp_path, capsys):
 # --- Output folders that cannot be written, and a full disk. ---
 
 
-@contextlib.contextmanager
-def small_fs(path, size_k: int, read_only: bool = False):
-    """A real tmpfs of ``size_k`` KiB mounted at ``path`` (root only; skipped otherwise)."""
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs root")
-    path.mkdir(parents=True)
-    options = f"size={size_k}k" + (",ro" if read_only else "")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def fill(folder) -> None:
-    """Writes ``folder/filler`` until the file system is full."""
-    with open(folder / "filler", "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-        except OSError as err:
-            assert err.errno == errno.ENOSPC
-
-
 def _plot_main(argv, capsys):
     code = plot.main(argv)
     return code, capsys.readouterr().err
@@ -290,7 +259,7 @@ def test_an_output_folder_that_is_a_file_or_under_one_is_one_error_line(tmp_path
 
 def test_a_read_only_output_folder_is_one_error_line_before_drawing(tmp_path, capsys):
     _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=False)
-    with small_fs(tmp_path / "ro", 64, read_only=True) as ro:
+    with small_fs(tmp_path / "ro", "64k", read_only=True) as ro:
         code, err = _plot_main([str(tmp_path), "--out", str(ro / "plots")], capsys)
     assert code == 2, err
     assert err == f"error: --out: cannot write {str(ro / 'plots')!r}: a read-only file system;" \
@@ -299,11 +268,11 @@ def test_a_read_only_output_folder_is_one_error_line_before_drawing(tmp_path, ca
 
 def test_a_full_disk_is_exit_74_and_leaves_no_partial_png(tmp_path, capsys):
     _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=True)
-    with small_fs(tmp_path / "full", 256) as disk:
+    with small_fs(tmp_path / "full", "256k") as disk:
         fill(disk)
         code, err = _plot_main([str(tmp_path), "--out", str(disk)], capsys)
         left = sorted(p.name for p in disk.iterdir())
-    assert code == plot.EXIT_IO_ERROR == 74, err
+    assert code == outputs.EXIT_IO == 74, err
     assert err.startswith(f"error: --out: cannot write {str(disk)!r}: No space left on device")
     assert "free some space" in err and err.count("\n") == 1
     assert left == ["filler"]  # no PNG, no temporary file
@@ -313,7 +282,7 @@ def test_plots_fill_the_disk_midway_and_leave_no_partial_file(tmp_path, capsys):
     """Room for the probe but not for every PNG: the write that fails leaves nothing
     half-written (each PNG is whole or absent), exit 74."""
     _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=True)
-    with small_fs(tmp_path / "small", 160) as disk:  # 3 of the 7 PNGs (36-214 KB) fit
+    with small_fs(tmp_path / "small", "160k") as disk:  # 3 of the 7 PNGs (36-214 KB) fit
         code, err = _plot_main([str(tmp_path), "--out", str(disk)], capsys)
         pngs = {p.name: p.read_bytes() for p in disk.iterdir()}
     assert code == 74, err
@@ -322,14 +291,3 @@ def test_plots_fill_the_disk_midway_and_leave_no_partial_file(tmp_path, capsys):
     assert not [name for name in pngs if not name.endswith(".png")], pngs  # no .tmp left
     assert all(data.startswith(PNG) and data.rstrip(b"\0").endswith(b"IEND\xaeB`\x82")
                for data in pngs.values())
-
-
-def test_check_output_refuses_a_folder_and_a_read_only_file(tmp_path):
-    with pytest.raises(plot.OutputError, match="is a folder; give a file path"):
-        plot.check_output(tmp_path, name="--json")
-    plot.check_output(tmp_path / "new" / "sub" / "r.json", name="--json")
-    plot.check_output_folder(tmp_path / "plots", name="--out")
-    assert os.listdir(tmp_path) == []  # a check leaves no folder and no probe file
-    written = plot.write_output(tmp_path / "new" / "r.json", lambda p: p.write_text("{}"),
-                                name="--json")
-    assert written.read_text() == "{}" and os.listdir(tmp_path / "new") == ["r.json"]

@@ -13,7 +13,8 @@ only what a trainer creates before its ``config.json`` (the lock, an empty
 ``checkpoints/``); ``check_ours`` refuses any other, so that a ``--workdir``
 typed wrong never has its ``config.json`` or ``metrics.jsonl`` rewritten.
 
-Only the standard library: a command line can check its paths before JAX loads.
+Only the standard library (and ``c4jax.store.outputs``, which needs no more): a
+command line can check its paths before JAX loads.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from c4jax.store import outputs
 
 LOCK_FILE = ".lock"  # holds "pid host start-time" of the trainer using the directory
 # Files whose modification time says when a run was last active.
@@ -170,27 +173,14 @@ def _ours_before_config(path: Path) -> bool:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replaces ``path`` by a file holding ``text``, whole or not at all.
-
-    The text goes to a temporary file beside it, is flushed to the disk and
-    renamed over ``path``; on any failure (a full disk) the temporary file is
-    removed and ``path`` is left as it was.
+    """Replaces ``path`` by a file holding ``text``, whole or not at all
+    (``c4jax.store.outputs.write_text``: a temporary file beside it, flushed to the
+    disk and renamed; on failure ``path`` is left as it was).
 
     Raises:
         OSError: with ``filename`` set to ``path``.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise OSError(err.errno, err.strerror, str(path)) from None
+    outputs.write_text(path, text)
 
 
 def saved_steps(workdir: Path) -> list[int]:

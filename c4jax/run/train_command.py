@@ -48,9 +48,10 @@ from c4jax.alphazero.config import Config
 from c4jax.dqn import config as dqn_config
 from c4jax.dqn.config import DQNConfig
 from c4jax.run.cli import one_line_warnings, tyro_cli
+from c4jax.store import outputs
 
 RUNS_DIR = Path("runs")  # where new runs go, and where --resume looks
-EXIT_IO = 74  # sysexits' EX_IOERR: a file of the run could not be written
+EXIT_IO = outputs.EXIT_IO  # 74, sysexits' EX_IOERR: a file of the run could not be written
 # The errors of a file that cannot be written (not of a bug): exit EXIT_IO, one line.
 # EBUSY: a file replaced whole (metrics.jsonl on resume) that is a mount point.
 _IO_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,

@@ -1,17 +1,14 @@
 """The run's log: metrics.jsonl, TensorBoard files readable by TensorBoard, and
 progress as plain lines with an ETA that ignores the compiling iteration."""
 
-import contextlib
 import errno
 import io
 import json
-import os
-import shutil
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
+from faults import fill, small_fs  # a real tmpfs: read-only, or full
 
 from c4jax.run import runlog
 
@@ -134,40 +131,13 @@ def test_a_metrics_file_deleted_during_the_run_is_written_again_whole(tmp_path):
     assert _steps(tmp_path / "metrics.jsonl") == [1, 2, 3, 4, 5]
 
 
-@contextlib.contextmanager
-def _tmpfs(path, size):
-    """A tmpfs of ``size`` mounted at ``path`` (skipped, with the reason, where it cannot be)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("a small tmpfs needs root and mount(8)")
-    path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                             capture_output=True, text=True)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def _fill(directory):
-    """Fills the file system of ``directory`` with one file, to the last byte."""
-    with open(directory / "filler", "wb") as filler:
-        with contextlib.suppress(OSError):
-            while True:
-                filler.write(b"\0" * 4096)
-                filler.flush()
-        with contextlib.suppress(OSError):
-            filler.close()
-
-
 def test_a_full_disk_raises_an_oserror_naming_the_file_and_never_blocks(tmp_path):
     """A real full disk (a 256 KiB tmpfs): the write fails at once with ENOSPC naming
     the file, in the caller; before, TensorBoard's writer thread died and ``log``
     waited on its queue for good."""
-    with _tmpfs(tmp_path / "fs", "256k") as fs:
+    with small_fs(tmp_path / "fs", "256k") as fs:
         log = runlog.RunLog(fs, total=10**6, initial=0, mode="off")
-        _fill(fs)
+        fill(fs)
         outcome = {}
 
         def log_until_it_fails():

@@ -8,13 +8,13 @@ import errno
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from faults import small_fs  # a real tmpfs: read-only, or full
 
 from c4jax import train
 from c4jax.alphazero import config as config_lib
@@ -256,22 +256,6 @@ def test_a_stopped_run_exits_with_the_code_of_what_stopped_it(summary, code, tmp
 # -- real faults on a real run --------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _tmpfs(path, size):
-    """A tmpfs of ``size`` mounted at ``path`` (skipped, with the reason, where it cannot be)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("a small tmpfs needs root and mount(8)")
-    path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                             capture_output=True, text=True)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
 def _train_cli(*args, timeout=400):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     return subprocess.run([sys.executable, "-m", "c4jax.train", "--no-progress", *args],
@@ -291,7 +275,7 @@ def test_a_full_disk_stops_with_one_line_and_the_run_continues_once_there_is_roo
     """A real 1.5 MB tmpfs fills up during a tiny run: before, the trainer hung for good
     (TensorBoard's writer thread died and the log waited on its queue) or printed ~90
     lines of tracebacks with exit 2."""
-    with _tmpfs(tmp_path / "fs", "1500k") as fs:
+    with small_fs(tmp_path / "fs", "1500k") as fs:
         run = fs / "run"
         hint = f"then continue with: python -m c4jax.train --workdir {run}"
         line = _one_io_error(_train_cli("--config", "tiny", "--workdir", str(run),

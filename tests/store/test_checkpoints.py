@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from faults import small_fs  # a real tmpfs: read-only, or full
 
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import trainer
@@ -479,19 +480,12 @@ def test_a_deleted_checksums_item_is_damage_not_an_older_checkpoint(tmp_path):
 
 
 def test_a_save_on_a_full_disk_leaves_nothing_partial_and_names_the_path(tmp_path):
-    """A real full filesystem (a 256 KiB tmpfs; root only) and a fake one: one OSError
+    """A real full filesystem (a 256 KiB tmpfs; root only): one OSError
     whose filename is the path that failed, and no unfinished folder left for a
     resume to trip on."""
     cfg = config_lib.load("tiny")
     state = _tiny_state(cfg)
-    small = tmp_path / "small"
-    small.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True
-    ).returncode == 0
-    if not mounted:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with small_fs(tmp_path / "small", "256k") as small:
         manager = checkpoints.make_manager(small, keep=3)
         with pytest.raises(OSError) as raised:
             checkpoints.save(manager, 1, state, cfg, None)
@@ -502,8 +496,6 @@ def test_a_save_on_a_full_disk_leaves_nothing_partial_and_names_the_path(tmp_pat
         reader = checkpoints.make_manager(small, keep=3)
         assert reader.all_steps() == []
         reader.close()
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=True)
 
 
 def test_a_save_that_fails_at_once_leaves_nothing_partial(tmp_path, monkeypatch):
