@@ -169,6 +169,8 @@ def _write_error(manager: ocp.CheckpointManager, err: BaseException) -> OSError 
     if failure is None:
         return None
     damage.remove_unfinished(Path(manager.directory))
+    if failure.filename is None:  # Orbax's metadata writes name no file: the folder, then
+        failure = OSError(failure.errno, failure.strerror, str(manager.directory))
     return failure
 
 
