@@ -61,17 +61,6 @@ MAX_SEED = 2**32 - 1  # --seed: a 32-bit PRNG seed
 _NOT_SAVED = "; the results are printed above, not saved"
 
 
-class _UsageError(Exception):
-    """argparse's complaint about the command line, as one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are raised (one line) instead of printed with usage."""
-
-    def error(self, message: str):
-        raise _UsageError(f"{message} (see: {self.prog} --help)")
-
-
 # --- Lists on the command line. ---
 
 
@@ -337,7 +326,7 @@ def _add_openings(p: argparse.ArgumentParser, help_text: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``python -m c4jax.evaluate``."""
     forms = registry.AGENT_FORMS
-    parser = _Parser(
+    parser = cli.OneLineParser(
         prog="python -m c4jax.evaluate",
         description="Evaluate Connect Four agents: matches, Elo ratings, solver mistake rates.",
         epilog=f"Agent specs:\n{registry.describe()}",
@@ -466,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except _UsageError as err:
+    except cli.UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     checkpoints.quiet_orbax_logs()

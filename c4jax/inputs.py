@@ -28,8 +28,10 @@ from collections.abc import Callable
 # one cap for all, so that a typo cannot run a search until the kernel's OOM
 # killer stops it (memory grows with the number of simulations).
 MAX_SIMULATIONS = 4096
+MAX_STEP = 10**9  # the largest checkpoint step (iteration) a user may name
 
 _ASCII_DIGITS = frozenset("0123456789")
+STEP_WORDS = ("last", "best")  # a checkpoint named by a word, not by its step
 _SHOWN = 40  # characters of a bad input repeated in a message
 
 
@@ -77,6 +79,11 @@ def parse_count(text: str, *, name: str, low: int = 0, high: int | None = None) 
     return value
 
 
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits (``str.isdigit`` also takes ``²``)."""
+    return bool(text) and set(text) <= _ASCII_DIGITS
+
+
 def check_count(value: int, *, name: str, low: int = 0, high: int | None = None) -> int:
     """An ``int`` that came another way (JSON, a Python call) held to the same bounds.
 
@@ -103,4 +110,22 @@ def count_arg(name: str, *, low: int = 0, high: int | None = None) -> Callable[[
             raise argparse.ArgumentTypeError(str(err).removeprefix(f"{name}: ")) from None
 
     parse.__name__ = name.lstrip("-").replace("-", "_")  # argparse names the type on failure
+    return parse
+
+
+def step_arg(name: str = "--step") -> Callable[[str], int | str]:
+    """An argparse ``type=`` for a checkpoint: an iteration ``0..MAX_STEP`` (ASCII
+    digits), ``last`` or ``best``."""
+    count = count_arg(name, low=0, high=MAX_STEP)
+
+    def parse(text: str) -> int | str:
+        if text in STEP_WORDS:
+            return text
+        if not is_digits(text):
+            raise argparse.ArgumentTypeError(
+                f"{shown(text)} is not a checkpoint step: give an iteration, last or best"
+            )
+        return count(text)
+
+    parse.__name__ = "checkpoint_step"
     return parse

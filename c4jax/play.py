@@ -27,7 +27,6 @@ before the slow imports start.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import os
@@ -40,9 +39,6 @@ from c4jax.run import cli, interrupt, xla_flags
 
 COLUMN_LINE = "  ".join("1234567")
 QUIT_WORDS = ("q", "quit", "exit")
-MAX_STEP = 10**9  # --step: the largest iteration (as judge.registry.MAX_STEP, not imported:
-# that would load JAX before the interrupt handler is in place)
-_DIGITS = frozenset("0123456789")
 
 InputFn = Callable[[str], str]
 PrintFn = Callable[[str], None]
@@ -120,7 +116,7 @@ def check_column(text: str, moves: str) -> tuple[int | None, str | None]:
     try:  # ASCII digits only: "²" and "①" pass str.isdigit() but not int()
         column = inputs.parse_count(text, name="column", low=1, high=NUM_COLS)
     except inputs.InputError:
-        if not set(text) <= _DIGITS:
+        if not inputs.is_digits(text):
             return None, f"{inputs.shown(text)} is not a column number; type 1-7 (or q to quit)"
         digits = text.lstrip("0") or "0"
         if len(digits) > 20:  # a 100,000-digit line: not repeated in full
@@ -341,29 +337,6 @@ def _load_player(run_dir: str | None, sims: int | None, step: int | str | None):
     return Player.load(run_dir, num_simulations=sims, step=step)
 
 
-class _UsageError(Exception):
-    """argparse's complaint about the command line, as one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are raised (one line) instead of printed with usage."""
-
-    def error(self, message: str):
-        raise _UsageError(f"{message} (see: {self.prog} --help)")
-
-
-def checkpoint_step(text: str) -> int | str:
-    """``--step``: an iteration ``0..MAX_STEP`` (ASCII digits), ``last`` or ``best``
-    (argparse's ``type``)."""
-    if text in ("last", "best"):
-        return text
-    if not text or not set(text) <= _DIGITS:
-        raise argparse.ArgumentTypeError(
-            f"{inputs.shown(text)} is not a checkpoint step: give an iteration, last or best"
-        )
-    return inputs.count_arg("--step", low=0, high=MAX_STEP)(text)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: loads the agent and plays games until the human stops.
 
@@ -371,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     among them).
     """
     xla_flags.enable_fast_cpu()  # before the first device query
-    parser = _Parser(
+    parser = cli.OneLineParser(
         prog="python -m c4jax.play",
         description="Play Connect Four against a trained agent in the terminal.",
     )
@@ -391,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--step",
-        type=checkpoint_step,
+        type=cli.checkpoint_step,
         default=None,
         help="the checkpoint: an iteration, last (the newest) or best (the best by evaluation"
         " score; the default, and which iteration it is gets printed)",
@@ -410,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         args = parser.parse_args(argv)
-    except _UsageError as err:
+    except cli.UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.run_dir is None and args.step is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import time
 
 import pytest
@@ -72,3 +73,14 @@ def test_any_text_gives_a_number_in_bounds_or_an_input_error(text):
         assert not (text.isascii() and text.isdigit() and 1 <= int(text) <= 999)
     else:
         assert 1 <= value <= 999 and text.isascii() and text.isdigit()
+
+
+def test_a_checkpoint_step_is_an_iteration_last_or_best():
+    step = inputs.step_arg("--step")
+    assert [step(t) for t in ("0", "40", "last", "best")] == [0, 40, "last", "best"]
+    assert step(str(inputs.MAX_STEP)) == inputs.MAX_STEP
+    for bad, why in [("newest", "is not a checkpoint step"), ("²", "is not a checkpoint step"),
+                     (str(inputs.MAX_STEP + 1), "allowed: 0-1000000000"),
+                     ("9" * 100_000, "(100000 digits)")]:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(why)):
+            step(bad)

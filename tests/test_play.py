@@ -235,8 +235,8 @@ def test_sims_cap_is_the_shared_one(capsys):
 
     assert play.main(["--sims", str(inputs.MAX_SIMULATIONS + 1)]) == 2
     assert f"allowed: 0-{inputs.MAX_SIMULATIONS}" in capsys.readouterr().err
-    assert play.checkpoint_step(str(play.MAX_STEP)) == play.MAX_STEP
-    assert [play.checkpoint_step(t) for t in ("0", "40", "last", "best")] == [0, 40, "last", "best"]
+    assert cli.checkpoint_step(str(inputs.MAX_STEP)) == inputs.MAX_STEP
+    assert [cli.checkpoint_step(t) for t in ("0", "40", "last", "best")] == [0, 40, "last", "best"]
 
 
 def test_a_very_long_moves_option_is_one_short_line(capsys):

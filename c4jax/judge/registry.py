@@ -64,7 +64,7 @@ LAST, BEST = "last", "best"  # the named checkpoints of a run spec: RUN:last, RU
 DEFAULT_MCTS_SIMULATIONS = 1000
 DEFAULT_MINIMAX_DEPTH = 5
 MAX_MINIMAX_DEPTH = 8  # 7^8 = 5.8M leaves per game and move: already very slow
-MAX_STEP = 10**9  # the largest checkpoint step a spec may name (a billion iterations)
+MAX_STEP = inputs.MAX_STEP  # the largest checkpoint step a spec may name
 MAX_SPEC_LENGTH = 4096  # characters: Linux's PATH_MAX, the longest run directory
 
 _RUN_SPEC = re.compile(r"(?P<path>.+?)(?::(?P<step>[^:@]*))?(?:@(?P<sims>[^@]*))?", re.DOTALL)

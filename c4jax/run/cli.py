@@ -15,6 +15,8 @@ from typing import Annotated
 
 import tyro
 
+from c4jax import inputs
+
 
 def _one_line(message, category, filename, lineno, line=None) -> str:
     return f"warning: {message}\n"
@@ -151,12 +153,17 @@ def suggest(token: str, flags: list[str], limit: int = 3) -> list[str]:
 # -- the trainers' command line -----------------------------------------------------------
 
 
-def checkpoint_step(text: str) -> int | str:
-    """``--step`` of play and serve: a whole number, ``last`` or ``best`` (argparse's ``type``)."""
-    if text in ("last", "best"):
-        return text
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a checkpoint step: give an iteration, last or best"
-        )
-    return int(text)
+# ``--step`` of play and serve: an iteration 0..inputs.MAX_STEP, ``last`` or ``best``.
+checkpoint_step = inputs.step_arg("--step")
+
+
+class UsageError(Exception):
+    """argparse's complaint about a command line, as one line."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise ``UsageError`` (one line, pointing at
+    ``--help``) instead of printing the usage and exiting."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see: {self.prog} --help)")
