@@ -31,6 +31,24 @@ class NonFiniteError(RuntimeError):
     checkpoint was saved."""
 
 
+def _nan_advice(started: int, step: int) -> str:
+    """What to do about a NaN at iteration ``step`` of a run resumed at ``started``.
+
+    Every checkpoint is checked (checksums, finite parameters) as it is read, so a
+    NaN is the recipe's; but at the very first iteration after a resume it may
+    also be the checkpoint's, if it was saved before checkpoints had checksums.
+    """
+    if started > 0 and step == started + 1:
+        return (
+            f"This is the first iteration after resuming from checkpoint {started}: if "
+            "the run was healthy before, that checkpoint may be damaged (one saved by a "
+            "c4jax without checksums cannot be checked); move checkpoints/"
+            f"{started} into damaged-checkpoints/ to resume from an earlier one. "
+            "Otherwise lower --train.learning-rate or check the config."
+        )
+    return "Lower --train.learning-rate or check the config, then run again."
+
+
 def _finite(metrics: dict[str, float]) -> bool:
     return math.isfinite(metrics.get("loss", 0.0)) and metrics.get("params_finite", 1.0) == 1.0
 
@@ -169,7 +187,7 @@ def run_iterations(
                     raise NonFiniteError(
                         f"the loss or the parameters became NaN/inf at iteration {step} "
                         f"(loss {metrics.get('loss')}); stopped without saving it, {kept}. "
-                        "Lower --train.learning-rate or check the config, then run again."
+                        + _nan_advice(started, step)
                     )
                 metrics["seconds"] = time.perf_counter() - t0
                 metrics["positions_per_second"] = positions_per_iteration / metrics["seconds"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from c4jax.run import interrupt, loop, train_command
+from c4jax.run import interrupt, loop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -235,17 +235,30 @@ def test_a_nan_is_raised_and_everything_is_closed(handlers, saves):
     assert summary == {} and saves == []
     assert manager.calls == ["wait_until_finished", "close"] and log.closed
     assert "then closing the checkpoints failed too" in raised.value.__notes__[0]
+    assert "Lower --train.learning-rate" in str(raised.value)
+
+
+def test_a_nan_right_after_a_resume_suspects_the_checkpoint_too(handlers, saves):
+    def iterate(state, step):
+        return state, {"loss": float("nan") if step == 7 else 1.0}
+
+    suspected = "resuming from checkpoint 7: if the run was healthy before, that checkpoint"
+    for started, blamed in [(7, suspected), (6, "Lower --train")]:
+        with pytest.raises(loop.NonFiniteError) as raised:
+            loop.run_iterations(
+                state=0, step=started, total=9, iterate=iterate, evaluate=None, eval_every=0,
+                manager=FakeManager(), config=None, checkpoint_every=100, log=FakeLog(),
+                positions_per_iteration=1, resume_hint="", say=print)
+        assert "NaN/inf at iteration 8" in str(raised.value)
+        assert blamed in str(raised.value), raised.value
 
 
 # -- the trainer, for real ---------------------------------------------------------
 
 
 def _expected_code(signum: int) -> int:
-    """What ``python -m c4jax.train`` ends with: 128 + the signal once the command line
-    returns the summary's ``exit_code``; 130 (a Ctrl-C's) while it still returns
-    ``interrupt.EXIT_CODE`` for every stop."""
-    forwards = 'summary.get("exit_code"' in Path(train_command.__file__).read_text()
-    return 128 + signum if forwards else interrupt.EXIT_CODE
+    """What ``python -m c4jax.train`` ends with: 128 + the signal (130 for Ctrl-C)."""
+    return 128 + signum
 
 
 _TRAIN = ["-m", "c4jax.train", "--config", "tiny", "--no-progress", "--eval.every", "0",
