@@ -17,8 +17,11 @@ is the same command line for value-based runs only. A misspelt or ill-typed flag
 is one ``error:`` line (with tyro's suggestion), exit code 2.
 
 A run directory holds ``config.json``, ``metrics.jsonl``, TensorBoard event
-files (``tb/``) and Orbax checkpoints (``checkpoints/``). Ctrl-C saves a
-checkpoint and exits (code 130; a second Ctrl-C aborts at once); running again
+files (``tb/``) and Orbax checkpoints (``checkpoints/``, each with the SHA-256 of
+its arrays and files, checked on every read). Ctrl-C, SIGTERM (Colab, SLURM,
+Kubernetes, ``docker stop``) or SIGHUP (a closed terminal) finishes the iteration,
+saves a checkpoint and exits (code 130, 143 or 129; a second signal aborts at
+once); running again
 with the same ``--workdir`` continues bit-for-bit where it stopped. A lock file
 keeps a second trainer out of a directory in use; a damaged newest checkpoint
 is moved to ``damaged-checkpoints/`` and the run continues from the newest good
@@ -31,7 +34,7 @@ is not a c4jax run is refused (``--force-workdir`` uses it anyway); a
 
 Several processes (``c4jax.run.distributed``) train as one: process 0 alone locks
 the directory, logs and prints; all write the checkpoints together, and each
-evaluates on its own copy of the network. A Ctrl-C on any of them stops all
+evaluates on its own copy of the network. A Ctrl-C or SIGTERM on any of them stops all
 at the same iteration; one that dies ends the others with an error.
 
 The flow is ``c4jax.run.train_command.train_main``; the library call is
