@@ -16,9 +16,8 @@ AlphaZero one. The same run directory (``config.json``, ``metrics.jsonl``,
 ``tb/``, ``checkpoints/``, the lock), the same Ctrl-C, SIGTERM and SIGHUP (save, print
 the command that continues, exit 130, 143 or 129), the same damaged-checkpoint
 fallback and NaN guard (exit 1), bad input one ``error:`` line (exit 2), a full disk
-or an unwritable
-file one ``error:`` line (exit 74), the same refusal of a ``--workdir`` of someone
-else's files (``--force-workdir``). The agent of a run is the agent
+or an unwritable file one ``error:`` line (exit 74), the same refusal of a
+``--workdir`` of someone else's files (``--force-workdir``). The agent of a run is the agent
 spec ``dqn:RUN_DIR`` (or just ``RUN_DIR``) in ``evaluate`` and ``play``. The
 library call is ``c4jax.run.train_dqn.train_and_evaluate``.
 """
