@@ -76,6 +76,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from c4jax import schema
 from c4jax.inputs import MAX_SIMULATIONS
 from c4jax.position import MARKS, Position
 
@@ -113,15 +114,18 @@ class Limits:
         shutdown_timeout: seconds a stopping server waits for open requests.
     """
 
-    max_body: int = MAX_BODY
-    body_timeout: float = 10.0
-    header_timeout: float = 10.0
-    max_connections: int = 1000
-    quick_sims: int = 64
-    quick_searches: int = 16
-    deep_searches: int = 4
-    retry_after: int = 2
-    shutdown_timeout: float = 3.0
+    max_body: int = schema.field(MAX_BODY, ge=1)
+    body_timeout: float = schema.field(10.0, gt=0)
+    header_timeout: float = schema.field(10.0, gt=0)
+    max_connections: int = schema.field(1000, ge=1)
+    quick_sims: int = schema.field(64, ge=0, le=MAX_SIMULATIONS)
+    quick_searches: int = schema.field(16, ge=1)
+    deep_searches: int = schema.field(4, ge=1)
+    retry_after: int = schema.field(2, ge=0)
+    shutdown_timeout: float = schema.field(3.0, ge=0)
+
+    def __post_init__(self):
+        schema.check_fields(self, prefix="limits.")  # ValueError naming the field
 
 
 class StateRequest(BaseModel):

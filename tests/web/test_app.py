@@ -330,3 +330,12 @@ def test_any_request_gets_an_answer_or_a_reason(fuzz_client, path, body, content
     if response.status_code != 200:
         assert set(response.json()) == {"error"} and response.json()["error"]
     assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize("field, value", [
+    ("max_body", 0), ("body_timeout", 0.0), ("header_timeout", -1.0), ("max_connections", 0),
+    ("quick_sims", 5000), ("deep_searches", 0), ("retry_after", -1), ("quick_searches", 1.5),
+])
+def test_limits_refuse_a_bad_value_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=rf"^config field limits\.{field}: got "):
+        web.Limits(**{field: value})
