@@ -6,8 +6,8 @@ Usage:
     python -m c4jax.serve runs/X --port 8080 --host 0.0.0.0 --allowed-host mybox.lan
 
 Then open the address it prints. Everything is served locally (no internet
-needed). The page and the API are ``c4jax.web.app`` (with its limits on what one
-client may take, ``app.Limits``); this module only parses the command line,
+needed). The page and the API are ``c4jax.web.app``, and the limits on what one
+client may take ``c4jax.web.guard``; this module only parses the command line,
 loads the agent and runs uvicorn. Ctrl-C stops it (exit 130), as do SIGTERM
 (``kill``, ``docker stop``: exit 143) and SIGHUP (a closed terminal: exit 129),
 each after finishing the requests under way, with one line.
@@ -153,8 +153,9 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
         print(registry.checkpoint_note(args.run_dir, player.step, newest="--step last"), flush=True)
 
     from c4jax.web import app as web
+    from c4jax.web import guard
 
-    limits = web.Limits()
+    limits = guard.Limits()
     app = web.make_app(
         player,
         source=f"{source} ({player.num_simulations} simulations)",
@@ -173,7 +174,7 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
     print(f"Serving on http://{host}:{args.port}/  (Ctrl-C stops)", flush=True)
     if release_interrupt is not None:
         release_interrupt()
-    server = web.make_server(app, host=args.host, port=args.port, limits=limits)
+    server = guard.make_server(app, host=args.host, port=args.port, limits=limits)
     try:
         with stop_on_signals(server):
             server.run()  # returns after a graceful shutdown

@@ -17,7 +17,8 @@ from c4jax import serve
 from c4jax.inputs import MAX_SIMULATIONS
 from c4jax.player import Analysis, Player
 from c4jax.position import Position
-from c4jax.web.app import COMMON_DIR, MAX_BODY, SIMULATION_CHOICES, make_app
+from c4jax.web.app import COMMON_DIR, SIMULATION_CHOICES, make_app
+from c4jax.web.guard import MAX_BODY
 
 DRAW = "472424756645422154157737216635626711335331"  # 42 moves, no four
 BASE_URL = "http://127.0.0.1"  # TestClient's own "testserver" is no name of this server

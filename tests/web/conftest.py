@@ -104,7 +104,7 @@ def play_to_the_end(wait_moves, tmp_path):
 STUB_SERVER = r'''
 import json, sys, time, types
 from c4jax.position import Position
-from c4jax.web import app as web
+from c4jax.web import app as web, guard
 
 args = json.loads(sys.argv[1])
 
@@ -125,11 +125,11 @@ class StubPlayer:
         return types.SimpleNamespace(policy=policy, q=None, visits=None, value=0.0,
                                      action=legal[0], policy_value=None, rule="first legal")
 
-limits = web.Limits(**args["limits"])
+limits = guard.Limits(**args["limits"])
 app = web.make_app(StubPlayer(args["default"]), source="stand-in", limits=limits,
                    allowed_hosts=tuple(args["allowed_hosts"]))
 try:
-    web.make_server(app, host="127.0.0.1", port=args["port"], limits=limits).run()
+    guard.make_server(app, host="127.0.0.1", port=args["port"], limits=limits).run()
 except KeyboardInterrupt:
     pass
 print("stopped", flush=True)
@@ -145,6 +145,16 @@ class StubServer:
     proc: subprocess.Popen
     log: Path  # its stdout and stderr
     compiled: Path  # the simulation counts it searched with, first time each
+    # Idle, each quick request answers in a few milliseconds; a noisy shared 2-core
+    # machine running other tests may take far longer, never this long (seconds).
+    quick: float = 1.0
+
+    def post(self, path: str, body, **headers):
+        """``POST`` of ``body`` as JSON to ``path`` (``/api/move``), an httpx response."""
+        import httpx
+
+        return httpx.post(self.url + path, content=json.dumps(body), timeout=30,
+                          headers={"content-type": "application/json", **headers})
 
 
 def _free_port() -> int:
