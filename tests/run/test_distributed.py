@@ -346,20 +346,27 @@ def test_when_one_process_dies_the_other_exits_with_an_error(tmp_path, victim):
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
-def test_ctrl_c_on_one_process_stops_all_at_the_same_iteration(tmp_path):
-    """SIGINT reaches only process 1: the processes agree at the end of the
-    iteration, save one checkpoint together and exit 130; process 0 says how to go on."""
+@pytest.mark.parametrize(("signum", "victim", "code", "said"), [
+    (signal.SIGINT, 1, 130, "Ctrl-C: finishing this iteration"),
+    (signal.SIGTERM, 0, 143, "SIGTERM: finishing this iteration"),
+], ids=["ctrl-c-on-1", "sigterm-on-0"])
+def test_a_signal_on_one_process_stops_all_at_the_same_iteration(tmp_path, signum, victim,
+                                                                 code, said):
+    """Ctrl-C or a preemption's SIGTERM reaches one process only: the processes agree
+    at the end of the iteration, save one checkpoint together and all exit with the
+    signal's code (130, 143); process 0 says how to go on."""
     workdir, procs = _training_pair(tmp_path)
     try:
-        procs[1].send_signal(signal.SIGINT)
+        procs[victim].send_signal(signum)
         (code0, out0, err0), (code1, _, err1) = _finish(procs, 120)
     finally:
         _kill(procs)
-    assert (code0, code1) == (130, 130), err0[-2000:] + err1[-2000:]
-    assert "Ctrl-C: finishing this iteration" in err1
+    assert (code0, code1) == (code, code), err0[-2000:] + err1[-2000:]
+    assert said in (err0, err1)[victim]
     last = _metrics(workdir)[-1]["step"]
     assert f"stopped at iteration {last} of 100000" in out0
     assert _checkpoint_steps(workdir) == [str(last)]
+    assert not list(workdir.rglob("*.orbax-checkpoint-tmp*"))
     assert "Traceback" not in err0 + err1
 
 
