@@ -182,6 +182,12 @@ def run_match(args) -> dict:
         summary["judged"] = judge.summary()
         print(f"{name_a}'s {len(judge)} moves in these games, judged by the perfect solver:")
         print(solver.format_report({name_a: {"played": summary["judged"]}}))
+        if args.every_opening:
+            kept = perfect.kept_results(result.outcomes, result.a_first, args.openings)
+            summary["kept_result"] = {"kept": int(kept.sum()), "games": int(kept.size)}
+            print(f"{name_a} ended {kept.sum()} of {kept.size} games with at least the "
+                  "game-theoretic result its side had after the opening (a perfect "
+                  "player: all).")
     return summary
 
 
@@ -364,7 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--judge",
         action="store_true",
         help="also judge every move of A in these games with the perfect solver (mistake"
-        " rate on the positions A actually meets; needs the [solver] extra)",
+        " rate on the positions A actually meets; needs the [solver] extra); with"
+        " --every-opening, also the games in which A kept the result its side had after"
+        " the opening",
     )
     _add_common(match)
 

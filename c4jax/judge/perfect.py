@@ -147,3 +147,66 @@ class MoveJudge:
         scores = move_scores(state)
         legal = np.asarray(env.legal_action_mask(state))
         return solver.summarize(solver.judge_moves(scores, legal, np.concatenate(self._moves)))
+
+
+# --- The game-theoretic result of a match's openings. ---
+
+
+def position_values(state: env.State) -> np.ndarray:
+    """[B] int8 game-theoretic result of each live position for the player to move:
+    +1 a win, 0 a draw, -1 a loss (with perfect play from both sides).
+
+    Raises:
+        MissingSolverError: bitbully is not installed.
+        ValueError: a position is finished (it has no player to move).
+    """
+    if np.any(np.asarray(state.terminated)):
+        raise ValueError("position_values: a finished game has no player to move")
+    return np.sign(move_scores(state).max(axis=1)).astype(np.int8)
+
+
+def opening_values(opening_moves: int) -> np.ndarray:
+    """[7**K] int8: ``position_values`` of every K-ply opening (K = ``opening_moves``)
+    in the order of ``arena.play_games(..., every_opening=True)``, the first ply the
+    most significant base-7 digit.
+
+    Raises:
+        MissingSolverError: bitbully is not installed.
+        ValueError: K is outside 0..4 (as for ``arena.num_exhaustive_openings``).
+    """
+    from c4jax.judge import arena  # here: arena's match loop is not needed to score
+
+    count = arena.num_exhaustive_openings(opening_moves)
+    digits = [
+        [(i // env.NUM_ACTIONS ** (opening_moves - 1 - ply)) % env.NUM_ACTIONS
+         for ply in range(opening_moves)]
+        for i in range(count)
+    ]
+    moves = ["".join(str(d + 1) for d in seq) for seq in digits]
+    return position_values(solver.states_from_moves(moves))
+
+
+def kept_results(outcomes: np.ndarray, a_first: np.ndarray, opening_moves: int) -> np.ndarray:
+    """[G] bool: in each game of an every-opening match, did agent_a end with at least
+    the game-theoretic result its side had after the opening?
+
+    Against ``perfect`` an agent can do no better than that result, so this counts
+    the games in which it made no mistake that mattered; a perfect agent keeps it in
+    every game. Game ``g`` played opening ``g // 2`` (mod 7**K), agent_a moving first
+    where ``a_first`` (``arena.play_games``' order).
+
+    Args:
+        outcomes: [G] int8 +1 / 0 / -1 for agent_a (``MatchResult.outcomes``).
+        a_first: [G] bool, agent_a moved first (``MatchResult.a_first``).
+        opening_moves: the match's K, 0..4.
+
+    Raises:
+        MissingSolverError: bitbully is not installed.
+    """
+    values = opening_values(opening_moves)  # for the player to move after K plies
+    outcomes, a_first = np.asarray(outcomes), np.asarray(a_first, bool)
+    opening = (np.arange(outcomes.size) // 2) % values.size
+    a_player = np.where(a_first, 0, 1)
+    a_to_move = a_player == opening_moves % 2
+    owed = np.where(a_to_move, values[opening], -values[opening])
+    return outcomes >= owed

@@ -1,6 +1,7 @@
 """The perfect player: exact scores match the Pons labels, no mistakes, a clear
 error without the optional solver."""
 
+import json
 import os
 import subprocess
 import sys
@@ -100,3 +101,55 @@ def test_match_judge_flag_prints_the_solver_verdict():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "moves in these games, judged by the perfect solver" in out.stdout
+
+
+def test_opening_values_are_the_known_connect_four_results():
+    # The empty board is a first-player win; after one stone the second player wins
+    # against a, b, f, g, draws against c and e, and loses against the centre.
+    assert perfect.opening_values(0).tolist() == [1]
+    assert perfect.opening_values(1).tolist() == [1, 1, 0, -1, 0, 1, 1]
+    two = perfect.opening_values(2)
+    assert two.shape == (49,) and two[3 * 7 + 3] == 1  # d d: the first player still wins
+    with pytest.raises(ValueError, match="finished game"):
+        perfect.position_values(solver.states_from_moves(["1212121"]))
+
+
+def test_kept_results_count_the_games_that_kept_the_opening_s_result():
+    # After one ply the player to move (the second) is owed [1, 1, 0, -1, 0, 1, 1].
+    # Game 2i plays opening i with agent_a first (then agent_a is not the one to move),
+    # game 2i + 1 the same opening with agent_a second (to move).
+    owed_to_mover = np.repeat([1, 1, 0, -1, 0, 1, 1], 2)
+    a_first = np.tile([True, False], 7)
+    owed_to_a = np.where(a_first, -owed_to_mover, owed_to_mover)
+    assert perfect.kept_results(owed_to_a.astype(np.int8), a_first, 1).all()
+    outcomes = owed_to_a.copy()
+    outcomes[3] = 0  # opening b, agent_a to move and owed a win: a draw drops it
+    outcomes[6] = 0  # opening d, agent_a first and owed a win: a draw drops it
+    outcomes[0] = 1  # opening a, agent_a first and owed a loss: a win is more than kept
+    kept = perfect.kept_results(outcomes.astype(np.int8), a_first, 1)
+    assert np.flatnonzero(~kept).tolist() == [3, 6]
+
+
+def test_a_perfect_agent_keeps_every_opening_s_result_and_random_does_not():
+    _, perfect_agent = registry.make_agent("perfect")
+    _, random_agent = registry.make_agent("random")
+    key = jax.random.key(3)
+    ours = arena.play_games(perfect_agent, random_agent, key, 14, opening_moves=1,
+                            every_opening=True)
+    assert perfect.kept_results(ours.outcomes, ours.a_first, 1).all()
+    theirs = arena.play_games(random_agent, perfect_agent, key, 14, opening_moves=1,
+                              every_opening=True)
+    kept = perfect.kept_results(theirs.outcomes, theirs.a_first, 1)
+    assert kept.sum() < 14
+
+
+def test_match_judge_from_every_opening_counts_the_kept_results(tmp_path, capsys):
+    from c4jax import evaluate
+
+    path = tmp_path / "m.json"
+    argv = ["match", "perfect", "random", "--openings", "1", "--every-opening", "--judge",
+            "--json", str(path)]
+    assert evaluate.main(argv) == 0
+    assert "perfect ended 14 of 14 games with at least the game-theoretic result" in (
+        capsys.readouterr().out)
+    assert json.loads(path.read_text())["kept_result"] == {"kept": 14, "games": 14}
