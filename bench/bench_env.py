@@ -256,6 +256,17 @@ def device_info(packages: tuple[str, ...] = ("pgx",)) -> dict[str, Any]:
     }
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux's /proc/cpuinfo), None where it cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def _version(package: str) -> str | None:
     try:
         return importlib.metadata.version(package)

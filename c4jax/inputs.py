@@ -129,3 +129,47 @@ def step_arg(name: str = "--step") -> Callable[[str], int | str]:
 
     parse.__name__ = "checkpoint_step"
     return parse
+
+
+# --- Durations: a wall-time budget such as 2h, 90m or 1h30m. ---
+
+MAX_DURATION = 30 * 24 * 3600  # seconds: a month; a longer budget is a typo
+DURATION_FORMS = "a duration such as 2h, 90m, 1h30m or 45s"
+_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(text: str, *, name: str) -> int:
+    """``text`` as whole seconds: ASCII digits each followed by a unit, the units
+    ``d h m s`` in that order, each at most once (``2h``, ``1h30m``, ``90m``,
+    ``45s``), more than 0 and at most ``MAX_DURATION``.
+
+    Raises:
+        InputError: naming ``name``, the text and the forms allowed.
+    """
+    bad = InputError(f"{name}: got {shown(str(text))}, allowed: {DURATION_FORMS}")
+    if not isinstance(text, str) or not text or len(text) > 32:
+        raise bad
+    total, number, order = 0, "", list(_UNITS)
+    for char in text:
+        if char in _ASCII_DIGITS:
+            number += char
+        elif char in order and number:
+            order = order[order.index(char) + 1:]  # each unit once, largest first
+            total += int(number) * _UNITS[char]
+            number = ""
+        else:
+            raise bad
+    if number or total == 0:
+        raise bad
+    if total > MAX_DURATION:
+        raise InputError(f"{name}: got {text} ({total} s), allowed: at most 30 days")
+    return total
+
+
+def is_duration(text: str) -> bool:
+    """Whether ``parse_duration`` takes ``text``."""
+    try:
+        parse_duration(text, name="duration")
+    except InputError:
+        return False
+    return True

@@ -84,3 +84,25 @@ def test_a_checkpoint_step_is_an_iteration_last_or_best():
                      ("9" * 100_000, "(100000 digits)")]:
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(why)):
             step(bad)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("2h", 7200), ("90m", 5400), ("1h30m", 5400), ("45s", 45), ("1d2h", 93600), ("007m", 420),
+])
+def test_a_duration_is_digits_and_units(text, seconds):
+    assert inputs.parse_duration(text, name="--train.time-budget") == seconds
+    assert inputs.is_duration(text)
+
+
+@pytest.mark.parametrize("text", ["", "2", "h", "0h", "2h2h", "30m1h", "1.5h", "2 h", "٣h",
+                                  "-1h", "2H", "9" * 40 + "h"])
+def test_a_bad_duration_names_the_option_and_the_forms(text):
+    with pytest.raises(inputs.InputError, match=r"^--train.time-budget: got .*, allowed: a "
+                                                r"duration such as 2h"):
+        inputs.parse_duration(text, name="--train.time-budget")
+    assert not inputs.is_duration(text)
+
+
+def test_a_duration_over_a_month_is_refused():
+    with pytest.raises(inputs.InputError, match="at most 30 days"):
+        inputs.parse_duration("31d", name="budget")

@@ -460,3 +460,62 @@ def test_resume_continues_the_newest_run_and_names_it(uninterrupted, tmp_path, m
     picked = Path("runs") / "newer"
     assert f"--resume: continuing {picked}, the run in runs/ written to last" in out
     assert f"nothing to do: {picked} has done 4 iterations" in out
+
+
+# --- A time budget. ---
+
+
+def test_the_iterations_that_fit_a_budget():
+    fit = lambda **k: train_alphazero.iterations_for_budget(  # noqa: E731
+        **{"budget": 3600, "elapsed": 100, "compiling": 60, "iteration": 10,
+           "evaluation": 40, "eval_every": 20, "most": 10_000, **k})
+    # 3600 - 100 - 60 - 40 (the last evaluation) = 3400 s at 10 + 40 / 20 = 12 s each.
+    assert fit() == 283
+    assert fit(eval_every=0) == (3600 - 160) // 10
+    assert fit(most=50) == 50
+    assert fit(budget=200) == 0 and fit(budget=100) == 0
+
+
+@pytest.mark.slow
+def test_a_budget_that_fits_every_iteration_trains_as_without_one(uninterrupted, tmp_path,
+                                                                   capsys):
+    """Timing the first iterations leaves no trace: the run is bit for bit the one
+    without a budget, and its config.json keeps the budget and the count."""
+    _, full = uninterrupted
+    summary = train_alphazero.train_and_evaluate(_tiny(time_budget="1h"), tmp_path,
+                                                 progress="lines")
+    out = capsys.readouterr().out
+    assert "time budget 1h: compiling took" in out
+    assert "so 4 iterations (the most allowed, train.num_iterations)" in out
+    assert summary["step"] == 4
+    for a, b in zip(_leaves(full["state"]), _leaves(summary["state"]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    stored = json.loads((tmp_path / "config.json").read_text())["train"]
+    assert (stored["time_budget"], stored["num_iterations"]) == ("1h", 4)
+
+
+@pytest.mark.slow
+def test_a_budgeted_run_resumes_with_the_count_it_chose(uninterrupted, tmp_path, capsys):
+    _, full = uninterrupted
+    first = train_alphazero.train_and_evaluate(_tiny(time_budget="1h"), tmp_path,
+                                               progress=False, stop_after=1)
+    assert first["step"] == 1
+    # Asked for at most 50 now: the run keeps its 4 (and their learning-rate schedule).
+    resumed = train_alphazero.train_and_evaluate(
+        _tiny(time_budget="1h", num_iterations=50), tmp_path, progress="lines")
+    assert "the run keeps the 4 iterations it chose when it started" in capsys.readouterr().out
+    assert resumed["step"] == 4
+    for a, b in zip(_leaves(full["state"]), _leaves(resumed["state"]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"train.time_budget: the run in .* started with a "
+                                         r"time budget of 1h"):
+        train_alphazero.train_and_evaluate(_tiny(time_budget="2h"), tmp_path)
+
+
+@pytest.mark.slow
+def test_a_budget_too_short_for_one_iteration_names_the_field(tmp_path):
+    with pytest.raises(ValueError, match=r"train.time_budget: 1s leaves no time for an "
+                                         r"iteration here \(compiling took"):
+        train_alphazero.train_and_evaluate(_tiny(time_budget="1s"), tmp_path)
+    assert not (tmp_path / "checkpoints").exists() or not any(
+        (tmp_path / "checkpoints").iterdir())

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from c4jax import schema
+from c4jax import inputs, schema
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"  # top-level configs/ links here
 
@@ -79,7 +79,14 @@ class TrainConfig:
     """Self-play, replay and learning."""
 
     num_iterations: int = schema.field(100, ge=1)
-    """Fused iterations (self-play chunk + SGD steps) to run."""
+    """Fused iterations (self-play chunk + SGD steps) to run; with a time_budget, the most."""
+    time_budget: str = schema.field(
+        "", rule=lambda s: s == "" or inputs.is_duration(s),
+        allowed=f"'' (off) or {inputs.DURATION_FORMS}")
+    """Fit a new run in this wall time (e.g. 2h): the first iterations are timed, and the
+    iteration count (hence the learning-rate schedule) is fixed from them, at most
+    num_iterations, and stored in the run's config.json, so a resume continues the same
+    schedule ('' = off: num_iterations iterations)."""
     selfplay_batch: int = schema.field(256, ge=1)
     """Games played in parallel (B); must divide by the device count."""
     selfplay_steps: int = schema.field(32, ge=1)

@@ -15,11 +15,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import shlex
+import statistics
+import time
 from pathlib import Path
 
 import jax
+import numpy as np
 
+from c4jax import inputs
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import search, trainer
 from c4jax.alphazero.config import Config
@@ -147,21 +152,30 @@ def train_and_evaluate(
     mode = runlog.default_mode() if progress is True else (progress or "off")
     mode = mode if writer else "off"
     say = print if mode != "off" else (lambda *a, **k: None)
+    started = time.monotonic()
     config_lib.validate(config, num_devices=jax.device_count())
     workdir = rundir.prepare(Path(workdir))
     with rundir.lock(workdir) if writer else contextlib.nullcontext():
-        return _train(config, workdir, mode, say, writer, stop_after, corrupt)
+        return _train(config, workdir, mode, say, writer, stop_after, corrupt, started)
 
 
-def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
-    total = config.train.num_iterations
+def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> dict:
     manager = checkpoints.make_manager(workdir, keep=config.keep_checkpoints)
-    run = trainer.Trainer(config)
+    act = None  # the evaluation's agent, when fitting the time budget built (and compiled) it
     try:
+        if config.train.time_budget and manager.all_steps():
+            config = budget_of_started_run(config, workdir)
+            say(f"time budget {config.train.time_budget}: the run keeps the "
+                f"{config.train.num_iterations} iterations it chose when it started")
+        run = trainer.Trainer(config)
         state, step = _restore(manager, run, config, workdir)
+        if config.train.time_budget and state is None:
+            config, act = fit_time_budget(config, run, started, say)
+            run = trainer.Trainer(config)  # its learning-rate schedule spans the count chosen
     except BaseException:
         manager.close()
         raise
+    total = config.train.num_iterations
     summary = {"step": step, "workdir": str(workdir), "metrics": {}, "eval": {},
                "state": state, "done": 0, "interrupted": False}
     if step >= total and state is not None:
@@ -175,7 +189,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
         state = run.init(trainer.run_keys(config.seed)[0])
     else:
         say(f"resuming {workdir} from iteration {step} of {total}")
-    act = search.make_alphazero_act(
+    act = act or search.make_alphazero_act(
         run.apply_fn, config.search, num_simulations=config.eval.num_simulations
     )
     eval_key = trainer.run_keys(config.seed)[2]
@@ -211,6 +225,114 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt) -> dict:
         to_checkpoint=run.to_checkpoint,
     ))
     return summary
+
+
+# --- A time budget: the iteration count from the measured speed of the first iterations. ---
+
+CALIBRATION_ITERATIONS = 3  # timed after the one that compiles (their median counts)
+
+
+def iterations_for_budget(budget: float, *, elapsed: float, compiling: float, iteration: float,
+                          evaluation: float, eval_every: int, most: int) -> int:
+    """How many iterations fit in ``budget`` seconds of wall time, at most ``most``.
+
+    What is left after ``elapsed`` (the time already spent) and a compile of the run's
+    own iteration (``compiling``) is shared out between iterations of ``iteration``
+    seconds, each with its share of an evaluation of ``evaluation`` seconds every
+    ``eval_every`` iterations (0: none), and the evaluation after the last one. Can be
+    0 (nothing fits).
+    """
+    left = budget - elapsed - compiling - (evaluation if eval_every else 0.0)
+    each = iteration + (evaluation / eval_every if eval_every else 0.0)
+    if left <= 0:
+        return 0
+    return max(0, min(most, math.floor(left / each)))
+
+
+def fit_time_budget(config: Config, run: trainer.Trainer, started: float, say):
+    """A new run's iteration count from ``config.train.time_budget``: times the first
+    iterations of a throwaway state (compiling first) and an evaluation (twice: with and
+    without compiling), and returns ``(config, act)``: the config with the count that
+    fits (at most ``train.num_iterations``), and the evaluation's agent, compiled.
+
+    ``started`` is the ``time.monotonic()`` the run began at: the budget counts from it.
+    The run itself then compiles its iteration again (its learning-rate schedule is
+    built for the count chosen), which the count allows for. In a multi-process run the
+    count is process 0's, so that all agree.
+
+    Raises:
+        ValueError: naming ``train.time_budget``, when not one iteration fits.
+    """
+    text = config.train.time_budget
+    budget = inputs.parse_duration(text, name="train.time_budget")
+    most = config.train.num_iterations
+    say(f"time budget {text}: timing {CALIBRATION_ITERATIONS} iterations (after compiling) "
+        "and an evaluation to choose the iteration count")
+    state = run.init(trainer.run_keys(config.seed)[0])
+    seconds = []
+    for i in range(1 + CALIBRATION_ITERATIONS):
+        begin = time.perf_counter()
+        state, metrics = run.iteration(state, trainer.iteration_key(config.seed, i))
+        jax.block_until_ready(metrics)
+        seconds.append(time.perf_counter() - begin)
+    iteration = statistics.median(seconds[1:])
+    compiling = max(0.0, seconds[0] - iteration)
+    act = search.make_alphazero_act(
+        run.apply_fn, config.search, num_simulations=config.eval.num_simulations
+    )
+    evaluation = 0.0
+    if config.eval.every:
+        variables = _process_local(run.variables(state))
+        # The evaluation key of an iteration no run reaches (inputs.MAX_STEP < 2**31 - 1).
+        key = jax.random.fold_in(trainer.run_keys(config.seed)[2], 2**31 - 1)
+        for _ in range(2):  # the first compiles; the run reuses it (the same act)
+            begin = time.perf_counter()
+            periodic.evaluate(act, variables, key, config.eval)
+            evaluation = time.perf_counter() - begin
+    count = iterations_for_budget(
+        budget, elapsed=time.monotonic() - started, compiling=compiling, iteration=iteration,
+        evaluation=evaluation, eval_every=config.eval.every, most=most)
+    if jax.process_count() > 1:  # the processes' clocks differ: process 0 decides
+        from jax.experimental import multihost_utils
+
+        count = int(multihost_utils.broadcast_one_to_all(np.int32(count)))
+    measured = (f"compiling took {runlog.format_duration(compiling)}, an iteration "
+                f"{iteration:.1f} s" + (f", an evaluation {evaluation:.1f} s every "
+                                        f"{config.eval.every}" if config.eval.every else ""))
+    if count < 1:
+        raise ValueError(f"train.time_budget: {text} leaves no time for an iteration here "
+                         f"({measured}); give a longer budget, or --train.time-budget '' "
+                         "and --train.num-iterations N")
+    say(f"time budget {text}: {measured}, so {count} iterations"
+        + (" (the most allowed, train.num_iterations)" if count == most else
+           f" of at most {most}") + "; the count is kept in config.json for resuming")
+    train = dataclasses.replace(config.train, num_iterations=count)
+    return dataclasses.replace(config, train=train), act
+
+
+def budget_of_started_run(config: Config, workdir: Path) -> Config:
+    """``config`` with the iteration count that the run in ``workdir`` chose for its time
+    budget when it started (its ``config.json``), so that a resume continues the same
+    learning-rate schedule.
+
+    Raises:
+        ValueError: naming ``train.time_budget``, when the run started without this
+            budget (or its config.json cannot be read).
+    """
+    path = Path(workdir) / "config.json"
+    try:
+        stored = config_lib.load(str(path), cls=type(config))
+    except (OSError, ValueError):
+        stored = None
+    if stored is None or stored.train.time_budget != config.train.time_budget:
+        was = "no time budget" if stored is None or not stored.train.time_budget else (
+            f"a time budget of {stored.train.time_budget}")
+        raise ValueError(
+            f"train.time_budget: the run in {workdir} started with {was}, and a resume keeps "
+            "its iteration count (its learning-rate schedule); give the same budget, or "
+            "--train.time-budget '' with --train.num-iterations N")
+    train = dataclasses.replace(config.train, num_iterations=stored.train.num_iterations)
+    return dataclasses.replace(config, train=train)
 
 
 def save_config(config, path: Path) -> None:

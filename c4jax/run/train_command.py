@@ -443,9 +443,14 @@ def _train(call: Invocation, name: str) -> int:
         devices = f"{jax.device_count()} x {jax.devices()[0].platform}"
         if jax.process_count() > 1:
             devices += f" in {jax.process_count()} processes"
-        say(f"{name}: {call.source}, {config.train.num_iterations} iterations on {devices}; "
+        budget = config.train.time_budget
+        count = (f"{config.train.num_iterations} iterations" if not budget else
+                 f"as many iterations as fit in {budget} (at most "
+                 f"{config.train.num_iterations}; --train.time-budget)")
+        say(f"{name}: {call.source}, {count} on {devices}; "
             f"run directory {workdir} (configuration in {workdir / 'config.json'})")
-        say(train_alphazero.expected_time(config, call.preset, config.train.num_iterations))
+        if not budget:
+            say(train_alphazero.expected_time(config, call.preset, config.train.num_iterations))
         if jax.default_backend() == "cpu":
             say(xla_flags.describe())
         train_and_evaluate = train_alphazero.train_and_evaluate
