@@ -1,0 +1,202 @@
+"""Strength against search: solver mistake rates and play against the perfect player
+as the number of simulations grows, for a network agent and for rollout MCTS.
+
+For each simulation count N, the network agent ``AGENT@N`` (N = 0: the network
+alone) and the rollout agent ``mcts-N`` are measured with
+
+* the solver: the mistake rate on each Pons set (all 1000 positions unless
+  ``--positions``), as ``python -m c4jax.evaluate solver``;
+* the perfect player: every 2-ply opening once in each colour (98 games; K-ply
+  with ``--openings K``), the
+  agent's score and the games in which it kept the game-theoretic result its side
+  had after the opening, as ``python -m c4jax.evaluate match AGENT@N perfect
+  --openings 2 --every-opening --judge``.
+
+Results go to ``OUT.json`` after every point, so a stopped sweep continues where it
+was (points already there are skipped; ``--redo`` measures again), and the figure
+to ``OUT.png``:
+
+    python -m bench.simulations --out bench/results/simulations
+    python -m bench.simulations --agent runs/X --sims 0,16,64 --rollouts none --out /tmp/s
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from bench import bench_env
+from c4jax.judge import arena, perfect, registry, solver
+
+DEFAULT_SIMS = "0,1,2,4,8,16,32,64,128,256,512,1024"
+DEFAULT_ROLLOUTS = "1,2,4,8,16,32,64,128,256,512,1024"
+
+
+def _counts(text: str) -> list[int]:
+    if text == "none":
+        return []
+    return [int(s) for s in text.split(",") if s.strip()]
+
+
+def measure(spec: str, *, positions: int | None, openings: int, batch_size: int,
+            seed: int) -> dict:
+    """One point: ``{"solver": {set: summary}, "perfect": {...}, "seconds": ...}``."""
+    start = time.perf_counter()
+    name, agent = registry.make_agent(spec)
+    results = solver.evaluate_agent(
+        agent, jax.random.key(seed), list(solver.SET_NAMES), positions, batch_size=batch_size
+    )
+    judged = time.perf_counter()
+    _, opponent = registry.make_agent("perfect")
+    games = 2 * arena.num_exhaustive_openings(openings)
+    match = arena.play_match(
+        agent, opponent, jax.random.key(seed), games, opening_moves=openings,
+        every_opening=True,
+    )
+    kept = perfect.kept_results(match.outcomes, match.a_first, openings)
+    summary = arena.match_summary(match)
+    return {
+        "agent": name,
+        "solver": results,
+        "perfect": {
+            "games": games,
+            "score": summary["score"],
+            "wins": match.wins,
+            "draws": match.draws,
+            "losses": match.losses,
+            "kept": int(kept.sum()),
+        },
+        "seconds": {"solver": judged - start, "perfect": time.perf_counter() - judged},
+    }
+
+
+def _line(spec: str, point: dict) -> str:
+    rates = " ".join(
+        f"{s} {100 * point['solver'][s]['mistake_rate']:4.1f}" for s in solver.SET_NAMES
+    )
+    p = point["perfect"]
+    return (f"{spec:>22}: mistakes % {rates} | vs perfect {100 * p['score']:4.1f}%, "
+            f"kept {p['kept']}/{p['games']} ({sum(point['seconds'].values()):.0f} s)")
+
+
+def plot(record: dict, path: Path) -> None:
+    """Mean mistake rate and the perfect match's score against simulations."""
+    import matplotlib  # only here: plotting is optional
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    series = [("network", record["agent"], "C0"), ("rollouts", "rollout MCTS", "C3")]
+    for kind, label, colour in series:
+        points = sorted((int(n), p) for n, p in record["points"][kind].items())
+        if not points:
+            continue
+        # 0 simulations is drawn at 0.5 on the log axis, marked as "0".
+        xs = [n if n else 0.5 for n, _ in points]
+        mean = [100 * np.mean([p["solver"][s]["mistake_rate"] for s in solver.SET_NAMES])
+                for _, p in points]
+        hard = [100 * p["solver"]["L1_R3"]["mistake_rate"] for _, p in points]
+        left.plot(xs, mean, "o-", color=colour, label=f"{label}: mean of the six sets")
+        left.plot(xs, hard, "s--", color=colour, alpha=0.6, label=f"{label}: L1_R3")
+        score = [100 * p["perfect"]["score"] for _, p in points]
+        kept = [100 * p["perfect"]["kept"] / p["perfect"]["games"] for _, p in points]
+        right.plot(xs, score, "o-", color=colour, label=f"{label}: score")
+        right.plot(xs, kept, "s--", color=colour, alpha=0.6, label=f"{label}: result kept")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ticks = sorted({int(n) for kind in record["points"] for n in record["points"][kind]})
+        ax.set_xticks([n if n else 0.5 for n in ticks], [str(n) for n in ticks], fontsize=7)
+        ax.set_xlabel("simulations per move")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    left.set_ylabel("solver mistake rate (%)")
+    left.set_ylim(bottom=0)
+    left.set_title(f"Pons sets ({record['positions'] or 1000} positions each)")
+    right.axhline(50, color="k", lw=0.8)
+    right.set_ylabel("% against the perfect player")
+    right.set_ylim(0, 100)
+    games = 2 * 7 ** record["openings"]
+    right.set_title(f"against perfect from every {record['openings']}-ply opening, {games} "
+                    "games\n(a perfect agent: 50% score, 100% kept)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def table(record: dict) -> str:
+    """Markdown: one row per point, mistakes % per set and the perfect match."""
+    head = ("| agent | simulations | " + " | ".join(solver.SET_NAMES)
+            + " | score vs perfect | result kept |")
+    rows = [head, "|" + "---|" * (len(solver.SET_NAMES) + 4)]
+    for kind in ("network", "rollouts"):
+        for n, p in sorted((int(n), p) for n, p in record["points"][kind].items()):
+            rates = " | ".join(
+                f"{100 * p['solver'][s]['mistake_rate']:.1f}" for s in solver.SET_NAMES)
+            q = p["perfect"]
+            label = record["agent"] if kind == "network" else "rollout MCTS"
+            rows.append(f"| {label} | {n} | {rates} | {100 * q['score']:.1f}% | "
+                        f"{q['kept']} / {q['games']} |")
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.simulations",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", default="pretrained",
+                        help="the network agent, an agent spec without @N (default pretrained)")
+    parser.add_argument("--sims", default=DEFAULT_SIMS,
+                        help=f"its simulation counts, or none (default {DEFAULT_SIMS})")
+    parser.add_argument("--rollouts", default=DEFAULT_ROLLOUTS,
+                        help=f"rollout MCTS's, or none (default {DEFAULT_ROLLOUTS})")
+    parser.add_argument("--positions", type=int, default=None,
+                        help="the first N of each Pons set (default all)")
+    parser.add_argument("--openings", type=int, default=2, choices=range(0, 5),
+                        help="the perfect match's every K-ply opening, both colours: 2 x 7^K "
+                             "games (default 2: 98 games)")
+    parser.add_argument("--batch-size", type=int, default=250)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--redo", action="store_true", help="measure points already done")
+    parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    args = parser.parse_args(argv)
+
+    path = args.out.with_suffix(".json")
+    same = {"agent": args.agent, "positions": args.positions, "openings": args.openings,
+            "seed": args.seed}
+    record = {**same, "points": {"network": {}, "rollouts": {}}}
+    if path.exists() and not args.redo:
+        old = json.loads(path.read_text())
+        if all(old.get(k) == v for k, v in same.items()):  # else measured otherwise: redo
+            record = old
+    record["device"] = {**bench_env.device_info(("mctx", "flax", "bitbully")),
+                        "cpu_model": bench_env.cpu_model()}
+    record["command"] = "python -m bench.simulations " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    todo = [("network", n, f"{args.agent}@{n}") for n in _counts(args.sims)]
+    todo += [("rollouts", n, f"mcts-{n}") for n in _counts(args.rollouts)]
+    for kind, n, spec in todo:
+        if str(n) in record["points"][kind]:
+            print(_line(spec, record["points"][kind][str(n)]) + " (done before)", flush=True)
+            continue
+        point = measure(spec, positions=args.positions, openings=args.openings,
+                        batch_size=args.batch_size, seed=args.seed)
+        record["points"][kind][str(n)] = point
+        print(_line(spec, point), flush=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(record, indent=1, default=float))
+        tmp.replace(path)
+    plot(record, args.out.with_suffix(".png"))
+    print(table(record))
+    print(f"wrote {path} and {args.out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
