@@ -44,7 +44,7 @@ import numpy as np
 
 from c4jax import inputs
 from c4jax.judge import arena, elo, perfect, registry, solver
-from c4jax.run import cli, xla_flags
+from c4jax.run import cli, compile_cache, xla_flags
 from c4jax.store import checkpoints, outputs
 
 DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
@@ -460,6 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cannot be written among it, found before the evaluation), ``outputs.EXIT_IO``
     (74) when the disk fills up while the results are written."""
     xla_flags.enable_fast_cpu()  # before the first device query
+    compile_cache.enable()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from c4jax import inputs
 from c4jax.position import MARKS, NUM_COLS, NUM_ROWS, Position
-from c4jax.run import cli, interrupt, xla_flags
+from c4jax.run import cli, compile_cache, interrupt, xla_flags
 
 COLUMN_LINE = "  ".join("1234567")
 QUIT_WORDS = ("q", "quit", "exit")
@@ -344,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     among them).
     """
     xla_flags.enable_fast_cpu()  # before the first device query
+    compile_cache.enable()
     parser = cli.OneLineParser(
         prog="python -m c4jax.play",
         description="Play Connect Four against a trained agent in the terminal.",

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from c4jax import inputs
-from c4jax.run import cli, interrupt, xla_flags
+from c4jax.run import cli, compile_cache, interrupt, xla_flags
 
 
 def port_free(host: str, port: int) -> bool:
@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
     handling shuts the server down; that ends in exit code 130 too.
     """
     xla_flags.enable_fast_cpu()  # before the first device query
+    compile_cache.enable()
     parser = argparse.ArgumentParser(
         prog="python -m c4jax.serve",
         description="Serve a Connect Four web page to play against a trained agent.",

@@ -389,11 +389,12 @@ def train_main(argv: list[str] | None, command: str) -> int:
     """The trainers' ``main``: parse, check, train, report; returns the exit code."""
     import jax
 
-    from c4jax.run import distributed, rundir, xla_flags
+    from c4jax.run import compile_cache, distributed, rundir, xla_flags
     from c4jax.store import checkpoints
 
     argv = sys.argv[1:] if argv is None else list(argv)
     xla_flags.enable_fast_cpu()  # before the first device query
+    compile_cache.enable()
     try:
         plan = resolve(argv, command)
         if not plan.force_workdir and not plan.print_config:
@@ -424,7 +425,7 @@ def train_main(argv: list[str] | None, command: str) -> int:
 def _train(call: Invocation, name: str) -> int:
     import jax
 
-    from c4jax.run import interrupt, train_alphazero, train_dqn, xla_flags
+    from c4jax.run import compile_cache, interrupt, train_alphazero, train_dqn, xla_flags
     from c4jax.store import checkpoints
 
     config, workdir = call.config, call.workdir
@@ -453,6 +454,7 @@ def _train(call: Invocation, name: str) -> int:
             say(train_alphazero.expected_time(config, call.preset, config.train.num_iterations))
         if jax.default_backend() == "cpu":
             say(xla_flags.describe())
+        say(compile_cache.describe())
         train_and_evaluate = train_alphazero.train_and_evaluate
     try:
         with held_errors() as held:
