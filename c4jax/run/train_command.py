@@ -470,6 +470,10 @@ def _train(call: Invocation, name: str) -> int:
         if failure is not None:
             hint = f"{PROG[call.kind]} --workdir {workdir}"
             print(f"error: {io_message(failure, workdir, hint)}", file=sys.stderr)
+            # A checkpoint still being written when another file failed fails on the same
+            # disk; asyncio reports its task ("exception was never retrieved", a page of
+            # traceback) when the process ends. The line above has said it.
+            logging.getLogger("asyncio").disabled = True
             return leave(EXIT_IO) if several else EXIT_IO
         if not isinstance(err, (ValueError, train_alphazero.NonFiniteError,
                                 jax.errors.JaxRuntimeError)):
