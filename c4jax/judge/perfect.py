@@ -23,6 +23,7 @@ Shapes: B batch of positions, A = 7 actions, H x W = 6 x 7 board.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import jax
 import numpy as np
@@ -176,13 +177,9 @@ def opening_values(opening_moves: int) -> np.ndarray:
     """
     from c4jax.judge import arena  # here: arena's match loop is not needed to score
 
-    count = arena.num_exhaustive_openings(opening_moves)
-    digits = [
-        [(i // env.NUM_ACTIONS ** (opening_moves - 1 - ply)) % env.NUM_ACTIONS
-         for ply in range(opening_moves)]
-        for i in range(count)
-    ]
-    moves = ["".join(str(d + 1) for d in seq) for seq in digits]
+    arena.num_exhaustive_openings(opening_moves)  # checks K
+    columns = itertools.product(range(1, env.NUM_ACTIONS + 1), repeat=opening_moves)
+    moves = ["".join(map(str, seq)) for seq in columns]  # the first ply varies slowest
     return position_values(solver.states_from_moves(moves))
 
 

@@ -21,9 +21,9 @@ Not touched:
 * ``C4JAX_COMPILE_CACHE=0`` turns it off;
 * a cache the user chose (``JAX_COMPILATION_CACHE_DIR``, or
   ``jax_compilation_cache_dir`` set in code) is kept;
-* a folder that cannot be created or written leaves it off (the reason is
-  what ``enable`` returns; the commands print it), rather than failing: the
-  cache only saves time. JAX itself only warns when an entry cannot be
+* a folder that cannot be created or written leaves it off (``enable``
+  returns why; the trainer's start-up line, ``describe``, says so), rather
+  than failing: the cache only saves time. JAX itself only warns when an entry cannot be
   written later (a full disk).
 
 Nothing happens at import. Library code never calls this: a program that uses
@@ -49,6 +49,10 @@ def default_dir(environ=None) -> Path:
     return Path(base) / "c4jax" / "jax"
 
 
+def _opted_out(env) -> bool:
+    return env.get(OPT_OUT, "1").strip().lower() in ("0", "false", "no", "off")
+
+
 def _writable(folder: Path) -> str | None:
     """None if ``folder`` can be created and written, else why not."""
     try:
@@ -68,7 +72,7 @@ def enable(environ=None, folder: Path | None = None) -> str:
         ``"off: REASON"`` when the folder cannot be written.
     """
     env = os.environ if environ is None else environ
-    if env.get(OPT_OUT, "1").strip().lower() in ("0", "false", "no", "off"):
+    if _opted_out(env):
         return "opted out"
     chosen = jax.config.jax_compilation_cache_dir  # JAX_COMPILATION_CACHE_DIR lands here
     if chosen:
@@ -93,6 +97,6 @@ def describe(environ=None) -> str:
     if folder:
         return (f"compilation cache: {folder} (programs compiled before on this machine "
                 f"load from there; {OPT_OUT}=0 turns it off)")
-    if env.get(OPT_OUT, "1").strip().lower() in ("0", "false", "no", "off"):
+    if _opted_out(env):
         return f"compilation cache: off ({OPT_OUT}=0)"
     return f"compilation cache: off ({default_dir(env)} cannot be written)"

@@ -244,8 +244,6 @@ def iterations_for_budget(budget: float, *, elapsed: float, compiling: float, it
     """
     left = budget - elapsed - compiling - (evaluation if eval_every else 0.0)
     each = iteration + (evaluation / eval_every if eval_every else 0.0)
-    if left <= 0:
-        return 0
     return max(0, min(most, math.floor(left / each)))
 
 
