@@ -4,11 +4,13 @@ need a checkpoint."""
 import fcntl
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
 import jax
 import pytest
+import xla_env
 
 from c4jax.alphazero import config as config_lib
 from c4jax.run import train_alphazero, xla_flags
@@ -28,8 +30,17 @@ jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_threefry_partitionable", False)
 # The code path the command lines use (YNNPACK fusion on XLA:CPU, where this jaxlib
-# has it): set before any test starts JAX's backend, inherited by the subprocesses.
+# has it), compiled at LLVM optimisation level 0 (``xla_env``): set before any test
+# starts JAX's backend, inherited by the subprocesses.
+xla_env.add_fast_compile()
 xla_flags.enable_fast_cpu()
+
+# Under ``nohup`` SIGHUP arrives ignored, and an ignored signal stays ignored in every
+# process a test starts (c4jax keeps it so, as it should): the tests of a closed
+# terminal would see nothing. A handler that does nothing keeps this process deaf to
+# a hang-up, while the processes it starts begin with the default, as under a terminal.
+if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda *_: None)
 
 # What makes a test slow here: it starts processes, trains a run or opens a browser.
 # Those are marked ``@pytest.mark.slow`` where they are written; a test that asks for

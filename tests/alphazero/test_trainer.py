@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import xla_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,7 +65,7 @@ print(json.dumps({
 def two_devices():
     env = {
         **os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "XLA_FLAGS": xla_env.with_devices(2),
     }
     out = subprocess.run(
         [sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, cwd=ROOT,

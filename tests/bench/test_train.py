@@ -3,6 +3,7 @@ process of its own, on the XLA code paths its users get (the harness's own tests
 tests/bench/test_harness.py)."""
 
 import json
+import os
 
 import pytest
 
@@ -19,7 +20,11 @@ def test_the_as_shipped_run_alternates_two_worker_processes(tmp_path, capsys):
     result = json.loads(out.read_text())
     settings = result["settings"]
     assert settings["xla_paths"] == "as-shipped"
-    assert settings["xla_flags"] == {"c4jax": xla_flags.YNN_FLAG, "reference": ""}
+    # What each pipeline ran with: the caller's XLA_FLAGS, YNNPACK fusion on for c4jax only.
+    caller = [f for f in os.environ.get("XLA_FLAGS", "").split()
+              if xla_flags.YNN_FLAG_NAME not in f]
+    assert settings["xla_flags"] == {"c4jax": " ".join([*caller, xla_flags.YNN_FLAG]),
+                                     "reference": " ".join(caller)}
     for label in ("c4jax self-play", "reference self-play", "c4jax sgd", "reference sgd"):
         assert len(result["times_s"][label]) == 2 and min(result["times_s"][label]) > 0
     assert set(result["compile_s"]) == {

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xla_env
 
 from c4jax import train
 from c4jax.run import distributed, train_alphazero, train_command
@@ -125,7 +126,7 @@ def _start(out: Path, args, *, devices: int) -> subprocess.Popen:
     env = {
         **os.environ,
         "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "XLA_FLAGS": xla_env.with_devices(devices),
         "PYTHONPATH": str(ROOT),
     }
     with open(f"{out}.stdout", "w") as stdout, open(f"{out}.stderr", "w") as stderr:
