@@ -35,6 +35,7 @@ import jax
 from bench import bench_env, strength_curve
 from c4jax.judge import registry, solver
 from c4jax.run import xla_flags
+from c4jax.store import checkpoints
 
 TARGETS = (6.0, 3.0)  # mean mistake rates over the sets, in percent
 POLL_S = 0.2  # how often the checkpoints folder is looked at while training
@@ -151,6 +152,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, train_argv = parse_args(argv)
     xla_flags.enable_fast_cpu()  # the command lines' code path, before the first device query
+    checkpoints.quiet_orbax_logs()
     path = args.out.with_suffix(".json")
     command = "python -m bench.time_to_strength " + " ".join(
         sys.argv[1:] if argv is None else argv)
