@@ -146,6 +146,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
         parser.error(f"--sets: got {sorted(unknown)}, allowed: {','.join(solver.SET_NAMES)}")
     if args.sims < 0:
         parser.error(f"--sims: got {args.sims}, allowed: an integer >= 0")
+    if args.minutes is not None and not args.minutes > 0:
+        parser.error(f"--minutes: got {args.minutes:g}, allowed: a number > 0")
     return args, train_argv
 
 
@@ -175,7 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         record["device"] = {**bench_env.device_info(("mctx", "flax")),
                             "cpu_model": bench_env.cpu_model(),
                             "load_average_before": os.getloadavg()}
-        seen, ended, code = train_and_watch(train, args.workdir, minutes=args.minutes)
+        try:
+            seen, ended, code = train_and_watch(train, args.workdir, minutes=args.minutes)
+        except KeyboardInterrupt:
+            print(f"interrupted: the training saved a checkpoint in {args.workdir}; this "
+                  "measurement times a run from its launch, so start again with a new "
+                  "--workdir", file=sys.stderr)
+            return 130
         record["device"]["load_average_after"] = os.getloadavg()
         if code not in (0, 130):
             print(f"error: the training exited with {code}", file=sys.stderr)

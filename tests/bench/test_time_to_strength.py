@@ -25,6 +25,7 @@ def test_the_first_checkpoint_at_or_below_each_target_counts():
     (["--targets", "150"], "allowed: percents in 0..100"),
     (["--sets", "L1_R1,L9_R9"], "--sets: got ['L9_R9']"),
     (["--sims", "-1"], "--sims: got -1"),
+    (["--minutes", "0"], "--minutes: got 0, allowed: a number > 0"),
 ])
 def test_bad_arguments_name_the_flag(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
