@@ -437,7 +437,9 @@ def test_a_given_root_evaluation_replaces_the_roots_network_call():
     states = _states()
     own = search_fn(variables, jax.random.key(4), states)
     given = search_fn(variables, jax.random.key(4), states, root_eval=evaluate(variables, states))
-    chex.assert_trees_all_equal(own, given)
+    # Two programs compute the root's evaluation, fused differently by XLA: equal up to
+    # float32 rounding (a last-bit difference was seen), not bit for bit.
+    chex.assert_trees_all_close(own, given, rtol=1e-5, atol=1e-6)
     # ... and it is really used: a uniform prior and zero value change the search.
     flat = (jnp.zeros((len(ALL_MOVES), env.NUM_ACTIONS)), jnp.zeros(len(ALL_MOVES)))
     other = search_fn(variables, jax.random.key(4), states, root_eval=flat)
