@@ -224,7 +224,7 @@ class Trainer:
             out_specs=P(DATA_AXIS),
         )
 
-        def sgd(learner_state, sgd_key):
+        def sgd(learner_state, sgd_key, buffer):
             if shards > 1:
                 batch = sample_local(buffer.data, buffer.size, sgd_key)
             else:
@@ -234,12 +234,15 @@ class Trainer:
 
         keys = jax.random.split(key, t.sgd_steps)
         if self._unroll:  # straight-line code (a length-1 scan would still loop)
+            # Jitted on its own, the step is traced once for the K calls; XLA inlines
+            # the calls, so the compiled program is the same straight-line code.
+            sgd_once = jax.jit(sgd)
             learned, per_step = learner_state, []
             for sgd_key in keys:
-                learned, step_metrics = sgd(learned, sgd_key)
+                learned, step_metrics = sgd_once(learned, sgd_key, buffer)
                 per_step.append(step_metrics)
             return learned, jax.tree.map(lambda *m: jnp.mean(jnp.stack(m)), *per_step)
-        learned, metrics = jax.lax.scan(sgd, learner_state, keys)
+        learned, metrics = jax.lax.scan(lambda s, k: sgd(s, k, buffer), learner_state, keys)
         return learned, jax.tree.map(jnp.mean, metrics)
 
     def _iteration(self, state: TrainState, key: jax.Array):

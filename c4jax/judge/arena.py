@@ -191,6 +191,18 @@ def _opening(
     return jax.lax.fori_loop(0, opening_moves, opening_ply, env.init_batch(num_pairs))
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _moves(static, arrays: list, key: jax.Array, state: env.State) -> jax.Array:
+    """The moves [P] int32 of the agent ``join_agent(static, arrays)`` in ``state[P]``.
+
+    Jitted on its own, so that tracing a match traces each agent once although
+    every ply of the loop body calls it, and the next match with the same agent
+    and batch (the other opponents of an evaluation) reuses that trace. XLA
+    inlines the call: the compiled match is the same.
+    """
+    return join_agent(static, arrays)(key, state)
+
+
 def _build_match(static_a, static_b, num_pairs: int, opening_moves: int, exhaustive: bool):
     """Jitted ``(key, arrays_a, arrays_b) -> (winner [2, P], num_moves [2, P])``.
 
@@ -199,8 +211,8 @@ def _build_match(static_a, static_b, num_pairs: int, opening_moves: int, exhaust
     """
 
     def match(key, arrays_a, arrays_b):
-        agent_a = join_agent(static_a, arrays_a)
-        agent_b = join_agent(static_b, arrays_b)
+        agent_a = functools.partial(_moves, static_a, arrays_a)
+        agent_b = functools.partial(_moves, static_b, arrays_b)
         k_open, k_play = jax.random.split(key)
         start = _opening(
             k_open, num_pairs=num_pairs, opening_moves=opening_moves, exhaustive=exhaustive
