@@ -13,6 +13,7 @@ and both outputs are cast back to float32.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -246,6 +247,7 @@ def folded_apply(folded: dict, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
     return logits, value
 
 
+@functools.lru_cache(maxsize=16)
 def make_apply_fn(network: PolicyValueNet) -> ApplyFn:
     """Inference-mode evaluation: ``apply_fn(variables, obs) -> (logits, value)``.
 
@@ -256,6 +258,10 @@ def make_apply_fn(network: PolicyValueNet) -> ApplyFn:
     (``fold_batchnorm``: the same function up to float32 rounding, one
     convolution and a bias per layer instead of a convolution and a normalisation);
     a bfloat16 one runs the module itself.
+
+    Equal modules get the same function (cached), so that what is traced and
+    compiled for one (a search, a match: ``search.make_alphazero_act``) serves
+    the next network of the same shape in this process.
     """
     if network.dtype != jnp.float32:
 

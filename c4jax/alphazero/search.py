@@ -336,6 +336,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
     return search_fn
 
 
+@functools.lru_cache(maxsize=64)
 def make_alphazero_act(
     apply_fn: ApplyFn, search_config: SearchConfig, *, num_simulations: int
 ) -> Callable[[dict, jax.Array, env.State], jax.Array]:
@@ -344,7 +345,11 @@ def make_alphazero_act(
     With ``num_simulations == 0`` it is the network alone (its highest-prior
     legal move). Bind the variables with ``functools.partial(act, variables)``
     to get an agent whose arrays the arena passes as jit arguments, so a new
-    checkpoint of the same network reuses the compiled match.
+    checkpoint of the same network reuses the compiled match. Equal arguments
+    give the same function (cached): with ``network.make_apply_fn``'s own cache,
+    every agent of one network shape and search in a process shares its traces
+    and compiled matches (the checkpoints of a round robin, the evaluations of
+    consecutive runs).
 
     Args:
         apply_fn: ``(variables, obs [B, H, W, 2]) -> (logits [B, A], value [B])``.

@@ -16,7 +16,9 @@ gradients and metrics.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -29,7 +31,7 @@ from jax.sharding import PartitionSpec as P
 
 from c4jax import replay
 from c4jax.alphazero import learner, network, search, selfplay
-from c4jax.alphazero.config import Config
+from c4jax.alphazero.config import Config, EvalConfig
 
 DATA_AXIS = "data"
 
@@ -308,3 +310,29 @@ class Trainer:
                 opening=batch,
             ),
         )
+
+
+def shared_trainer(config: Config) -> Trainer:
+    """``Trainer(config)`` on the default mesh, its jitted programs shared in this process
+    with the earlier trainers of configs that build the same programs.
+
+    The programs depend on the network, search and training sections, whether
+    gating is on, and the devices; not on the seed (keys are arguments), the
+    rest of the evaluation section or the checkpoint settings. So a second run
+    in one process (a notebook, a test session, a resume after fitting a time
+    budget) starts without tracing or compiling again. The returned trainer's
+    ``config`` is ``config`` itself.
+    """
+    program = dataclasses.replace(
+        config, seed=0, eval=EvalConfig(gating=config.eval.gating), checkpoint_every=1,
+        keep_checkpoints=1,
+    )
+    shared = copy.copy(_trainer_of(program, tuple(jax.devices())))
+    shared.config = config
+    return shared
+
+
+@functools.lru_cache(maxsize=4)
+def _trainer_of(program: Config, devices: tuple) -> Trainer:
+    del devices  # the cache key: the default mesh spans them
+    return Trainer(program)

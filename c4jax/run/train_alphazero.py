@@ -167,11 +167,11 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
             config = budget_of_started_run(config, workdir)
             say(f"time budget {config.train.time_budget}: the run keeps the "
                 f"{config.train.num_iterations} iterations it chose when it started")
-        run = trainer.Trainer(config)
+        run = trainer.shared_trainer(config)
         state, step = _restore(manager, run, config, workdir)
         if config.train.time_budget and state is None:
             config, act = fit_time_budget(config, run, started, say)
-            run = trainer.Trainer(config)  # its learning-rate schedule spans the count chosen
+            run = trainer.shared_trainer(config)  # its schedule spans the count chosen
     except BaseException:
         manager.close()
         raise
