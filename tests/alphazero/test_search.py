@@ -444,3 +444,17 @@ def test_a_given_root_evaluation_replaces_the_roots_network_call():
     flat = (jnp.zeros((len(ALL_MOVES), env.NUM_ACTIONS)), jnp.zeros(len(ALL_MOVES)))
     other = search_fn(variables, jax.random.key(4), states, root_eval=flat)
     assert not np.array_equal(np.asarray(own.policy), np.asarray(other.policy))
+
+
+def test_agents_of_one_network_shape_and_search_are_one_function():
+    """Equal networks and settings give the same ``act`` (so its traces and compiled
+    matches serve every checkpoint of that shape); other settings another one."""
+    config = SearchConfig(num_simulations=8)
+    first = network.make_apply_fn(network.make_network(NET))
+    assert network.make_apply_fn(network.make_network(NET)) is first
+    act = search.make_alphazero_act(first, config, num_simulations=8)
+    assert search.make_alphazero_act(first, dataclasses.replace(config), num_simulations=8) is act
+    assert search.make_alphazero_act(first, config, num_simulations=16) is not act
+    other = network.make_apply_fn(network.make_network(dataclasses.replace(NET, channels=8)))
+    assert other is not first
+    assert search.make_alphazero_act(other, config, num_simulations=8) is not act

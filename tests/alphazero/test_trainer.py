@@ -1,20 +1,65 @@
-"""The sharded step on two devices: SGD steps that move no replay data between
-devices, and checkpoints that keep the buffer in slot order.
+"""The trainer: one trace for the CPU's unrolled SGD steps, programs shared between
+runs of one process, and the sharded step on two devices (SGD steps that move no
+replay data between devices, checkpoints that keep the buffer in slot order).
 
 Two forced CPU devices need a fresh process (``XLA_FLAGS`` is read when JAX
-starts), so the checks run in a child that prints what it measured as JSON.
+starts), so those checks run in a child that prints what it measured as JSON.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 import xla_env
 
+from c4jax.alphazero import config as config_lib
+from c4jax.alphazero import trainer
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tiny(**train):
+    cfg = config_lib.load("tiny")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **train))
+
+
+def test_the_cpu_unrolls_its_sgd_steps_from_one_trace():
+    """On a CPU the K SGD steps are straight-line code (XLA:CPU is slow on gradients
+    in a loop), yet the step is traced once and called K times, not traced K times."""
+    run = trainer.Trainer(_tiny(sgd_steps=4))
+    assert run.mesh.devices.flat[0].platform == "cpu"
+    traced, step = [], run._sgd_step
+
+    def counted(*args):
+        traced.append(1)
+        return step(*args)
+
+    run._sgd_step = counted
+    run.iteration.trace(run.abstract_state(), jax.random.key(0))
+    assert traced == [1]
+
+
+def test_runs_of_one_process_share_the_programs_that_are_the_same():
+    cfg = _tiny()
+    first = trainer.shared_trainer(cfg)
+    other_seed = dataclasses.replace(
+        cfg, seed=7, checkpoint_every=3, keep_checkpoints=5,
+        eval=dataclasses.replace(cfg.eval, games=4, every=1, num_simulations=8),
+    )
+    second = trainer.shared_trainer(other_seed)
+    assert second.iteration is first.iteration and second.init is first.init
+    assert second.config == other_seed and first.config == cfg  # each keeps its own
+    for different in (
+        _tiny(sgd_steps=2),  # a program of its own
+        _tiny(num_iterations=9),  # the learning-rate schedule spans the run
+        dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, gating=0.55)),
+    ):
+        assert trainer.shared_trainer(different).iteration is not first.iteration
 
 # Sizes chosen to be recognisable in the HLO: a minibatch of 48 rows, a
 # buffer of 3000 (1500 per device); self-play works on 16 games.

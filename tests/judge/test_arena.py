@@ -81,6 +81,23 @@ def test_partial_arrays_are_arguments_not_constants():
     assert len(protocol._cache) == before + 1
 
 
+def test_each_agent_is_traced_once_for_all_plies_and_for_the_next_match():
+    """The loop body calls each agent at two plies, and an evaluation plays one agent
+    against several opponents: its moves are traced once for all of that."""
+    traced = []
+
+    def counted(bias, key, state):
+        traced.append(bias.shape)
+        logits = jnp.where(env.legal_action_mask(state), bias, -jnp.inf)
+        return jax.random.categorical(key, logits).astype(jnp.int32)
+
+    agent = functools.partial(counted, jnp.zeros(7))
+    lost = arena.play_games(agent, lookahead_agent, jax.random.PRNGKey(0), 8)
+    arena.play_games(agent, random_agent, jax.random.PRNGKey(1), 8)
+    assert traced == [(7,)]
+    assert lost.wins < lost.losses  # the traced agent really played (uniform vs lookahead)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError):
         arena.play_games(random_agent, random_agent, jax.random.PRNGKey(0), 0)
