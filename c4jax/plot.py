@@ -288,7 +288,7 @@ def _place_legends(fig) -> None:
     fig.tight_layout()
     canvas = fig.canvas
     for _ in range(2):  # the layout moves the axes; twice settles it
-        canvas.draw()
+        fig.draw_without_rendering()  # the layout without rasterising it
         renderer = canvas.get_renderer()
         for ax in fig.axes:
             legend = ax.get_legend()

@@ -96,7 +96,7 @@ def test_loss_goes_down(tmp_path, seed):
     cfg = dataclasses.replace(cfg, seed=seed, checkpoint_every=20,
                               eval=dataclasses.replace(cfg.eval, every=0))
     state = train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False)["state"]
-    run = trainer.Trainer(cfg)
+    run = trainer.shared_trainer(cfg)  # the run's own programs, compiled already
     initial = run.init(trainer.run_keys(seed)[0]).learner
     size = int(state.replay.size)
     data = jax.tree.map(lambda x: x[:size], state.replay.data)
