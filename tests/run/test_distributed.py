@@ -198,40 +198,60 @@ def _checkpoint_steps(workdir: Path) -> list[str]:
     return sorted(p.name for p in (workdir / "checkpoints").iterdir())
 
 
-# The tiny preset with 4 iterations, checkpoints at 2 and 4, and a short
-# evaluation at 2 and 4 (which runs on each process's own copy of the network).
-_ARGS = ["--config", "tiny", "--no-progress", "--train.num-iterations", "4",
-         "--eval.games", "2"]
+# The tiny preset with one SGD step an iteration: these tests are about processes that
+# train together, not about learning, and on a CPU each SGD step of an iteration is
+# compiled on its own (unrolled), which process 1 does in every test (JAX writes the
+# persistent compilation cache from process 0 only).
+_SMALL = ["--config", "tiny", "--no-progress", "--train.sgd-steps", "1"]
+# 4 iterations, checkpoints at 2 and 4, and a short evaluation at 2 and 4 (which runs
+# on each process's own copy of the network).
+_ARGS = [*_SMALL, "--train.num-iterations", "4", "--eval.games", "2"]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def _train_pair_and_single(root: Path) -> None:
     """A 2-process run of 4 iterations and the same run by one process on 2 devices,
-    run side by side; then the 2-process run resumed to 6 iterations."""
-    root = tmp_path_factory.mktemp("distributed")
-    pair_dir, single_dir, outs = root / "pair", root / "single", root / "outs"
-    outs.mkdir()
+    run side by side; then the 2-process run resumed to 6 iterations (without the
+    evaluations, compared in the first part already). Every process must succeed;
+    what the tests read of the state between the two parts goes to ``between.json``."""
+    pair_dir, outs = root / "pair", root / "outs"
+    (outs / "resumed").mkdir(parents=True)
     started = time.monotonic()
     procs = _start_pair(pair_dir, outs, _ARGS)
-    procs.append(_start(outs / "single.npz", [*_ARGS, "--workdir", str(single_dir)], devices=2))
-    first = _finish(procs)
-    for code, _, err in first:
+    procs.append(_start(outs / "single.npz", [*_ARGS, "--workdir", str(root / "single")],
+                        devices=2))
+    for code, _, err in _finish(procs):
         assert code == 0, err[-3000:]
-    checkpoints_after_first = _checkpoint_steps(pair_dir)
-    metrics_after_first = _metrics(pair_dir)
-    event_files_after_first = len(list((pair_dir / "tb").glob("events.out.tfevents.*")))
-    (outs / "resumed").mkdir()
+    (root / "between.json").write_text(json.dumps({
+        "checkpoints_after_first": _checkpoint_steps(pair_dir),
+        "metrics_after_first": _metrics(pair_dir),
+        "event_files_after_first": len(list((pair_dir / "tb").glob("events.out.tfevents.*"))),
+    }))
     resumed = _finish(
-        _start_pair(pair_dir, outs / "resumed", [*_ARGS, "--train.num-iterations", "6"])
+        _start_pair(pair_dir, outs / "resumed",
+                    [*_ARGS, "--train.num-iterations", "6", "--eval.every", "0"])
     )
     for code, _, err in resumed:
         assert code == 0, err[-3000:]
     print(f"the multi-process runs took {time.monotonic() - started:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def runs(train_once):
+    """``_train_pair_and_single`` once per session, also when pytest-xdist gives the
+    tests that read it to two workers; its outputs as ``(returncode, stdout, stderr)``
+    of each process (all succeeded)."""
+    root = train_once("distributed", _train_pair_and_single)
+    outs = root / "outs"
+
+    def said(out: Path) -> tuple[int, str, str]:
+        return 0, Path(f"{out}.stdout").read_text(), Path(f"{out}.stderr").read_text()
+
     return {
-        "pair": pair_dir, "single": single_dir, "outs": outs, "first": first,
-        "resumed": resumed, "checkpoints_after_first": checkpoints_after_first,
-        "metrics_after_first": metrics_after_first,
-        "event_files_after_first": event_files_after_first,
+        "pair": root / "pair", "single": root / "single", "outs": outs,
+        "first": [said(outs / "learner0.npz"), said(outs / "learner1.npz"),
+                  said(outs / "single.npz")],
+        "resumed": [said(outs / "resumed" / f"learner{i}.npz") for i in range(2)],
+        **json.loads((root / "between.json").read_text()),
     }
 
 
@@ -299,8 +319,8 @@ def _training_pair(tmp_path: Path) -> tuple[Path, list[subprocess.Popen]]:
     workdir, outs = tmp_path / "run", tmp_path / "outs"
     outs.mkdir()
     procs = _start_pair(workdir, outs, [
-        "--config", "tiny", "--no-progress", "--eval.every", "0",
-        "--train.num-iterations", "100000", "--checkpoint-every", "100000",
+        *_SMALL, "--eval.every", "0", "--train.num-iterations", "100000",
+        "--checkpoint-every", "100000",
     ])
     try:
         deadline = time.monotonic() + TIMEOUT

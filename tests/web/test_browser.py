@@ -25,8 +25,11 @@ TIMEOUT_MS = 60_000
 
 @pytest.fixture(scope="module")
 def server_url(tiny_run):
-    """The app on a free local port, served by uvicorn in a thread."""
-    app = make_app(Player.from_checkpoint(tiny_run, num_simulations=4), source="tiny run")
+    """The app on a free local port, served by uvicorn in a thread. It compiles a
+    simulation count when a move first asks for it, not all of them at start: these
+    tests play with 4 and 0 (tests/web/test_app.py has the compiling at start)."""
+    app = make_app(Player.from_checkpoint(tiny_run, num_simulations=4), source="tiny run",
+                   warm_up=False)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
