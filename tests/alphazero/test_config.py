@@ -52,7 +52,7 @@ PRESETS = {
     "tiny": {
         "network.num_blocks": 1, "network.channels": 8, "search.num_simulations": 4,
         "train.num_iterations": 4, "train.selfplay_batch": 16, "train.selfplay_steps": 8,
-        "train.replay_capacity": 2048, "train.minibatch_size": 32, "train.sgd_steps": 4,
+        "train.replay_capacity": 2048, "train.minibatch_size": 32, "train.sgd_steps": 2,
         "train.learning_rate": 0.003, "train.warmup_steps": 0, "train.lr_schedule": "constant",
         "train.random_opening_moves": 0, "train.value_target_q": 0.0, "eval.every": 2,
         "eval.games": 8, "eval.num_simulations": 4, "checkpoint_every": 2,

@@ -55,7 +55,7 @@ def test_runs_of_one_process_share_the_programs_that_are_the_same():
     assert second.iteration is first.iteration and second.init is first.init
     assert second.config == other_seed and first.config == cfg  # each keeps its own
     for different in (
-        _tiny(sgd_steps=2),  # a program of its own
+        _tiny(sgd_steps=3),  # a program of its own
         _tiny(num_iterations=9),  # the learning-rate schedule spans the run
         dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, gating=0.55)),
     ):
