@@ -203,12 +203,29 @@ def test_two_device_run_from_the_command_line(tmp_path):
     assert "iterations on 1 x cpu" in resumed.stdout
 
 
+def _main(capsys, *args) -> subprocess.CompletedProcess:
+    """``python -m c4jax.train ARGS`` run in this process (``train.main``): its exit code
+    and output, as ``_cli`` gives them, without a process start (which ``_cli`` tests)."""
+    capsys.readouterr()
+    code = train.main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["c4jax.train", *args], code, out, err)
+
+
 @pytest.mark.slow
+def test_bad_input_fails_before_compiling_in_a_process_of_its_own(tmp_path):
+    out = _cli("--config", "tiny", "--train.selfplay-batch", "3", "--workdir", str(tmp_path),
+               devices=2)
+    assert out.returncode == 2
+    assert "multiple of the device count (2)" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "checkpoints").exists()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--train.minibatch-size", "0"], "train.minibatch_size"),
-        (["--train.selfplay-batch", "3"], "multiple of the device count (2)"),
         (["--train.bogus", "1"], "Unrecognized options: --train.bogus"),
         (["--search.algorithm", "alphabeta"], "invalid choice 'alphabeta'"),
         (["--config", "nonexistent"], "presets: cpu, gpu, strong, tiny, tpu"),
@@ -218,10 +235,12 @@ def test_two_device_run_from_the_command_line(tmp_path):
         (["--train.learning-rate", "nan"], "train.learning_rate"),
     ],
 )
-def test_bad_input_fails_before_compiling_with_a_clear_message(args, message, tmp_path):
+def test_bad_input_fails_before_compiling_with_a_clear_message(args, message, tmp_path,
+                                                              capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)  # README.md is a file there
     base = ["--config", "tiny"] if "--config" not in args else []
     workdir = [] if "--workdir" in args else ["--workdir", str(tmp_path)]
-    out = _cli(*base, *args, *workdir, devices=2)
+    out = _main(capsys, *base, *args, *workdir)
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr
@@ -309,18 +328,18 @@ def test_kill_9_in_the_middle_of_a_save_then_resume(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path):
+def test_a_second_trainer_on_the_same_directory_is_refused(tmp_path, capsys):
     first = _start(tmp_path, "--train.num-iterations", "100000", "--checkpoint-every", "5")
     try:
         _wait_for(lambda: len(_logged_steps(tmp_path)) >= 1, first, "first iteration")
-        second = _cli("--workdir", str(tmp_path))
+        second = _main(capsys, "--workdir", str(tmp_path))
         assert second.returncode == 2
         assert f"error: {tmp_path} is in use by process {first.pid} on " in second.stderr
         assert "Traceback" not in second.stderr
     finally:
         first.kill()  # kill -9: its lock must not outlive it
         first.wait()
-    resumed = _cli("--workdir", str(tmp_path), "--train.num-iterations", "6")
+    resumed = _main(capsys, "--workdir", str(tmp_path), "--train.num-iterations", "6")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
 
