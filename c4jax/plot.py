@@ -286,10 +286,8 @@ def _draw(ax, records, keys, title, ylabel, ylim, twin_length=False) -> None:
 def _place_legends(fig) -> None:
     """Lays the figure out with each legend clear of its axes' right-hand labels."""
     fig.tight_layout()
-    canvas = fig.canvas
+    renderer = fig.canvas.get_renderer()  # measures text; nothing is drawn
     for _ in range(2):  # the layout moves the axes; twice settles it
-        fig.draw_without_rendering()  # the layout without rasterising it
-        renderer = canvas.get_renderer()
         for ax in fig.axes:
             legend = ax.get_legend()
             if legend is None:
