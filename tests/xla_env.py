@@ -19,9 +19,9 @@ cheaply:
 They change how fast the compiled code runs, not what it computes; the command
 lines users run keep XLA's defaults. A flag this jaxlib does not know would make
 XLA abort every process, so ``add_fast_compile`` asks a child process first and
-keeps only what it accepts (once per session: the processes that inherit the
-environment inherit the answer). Importable from any test (``tests/`` is on pytest's
-``pythonpath``).
+keeps only what it accepts (once per session, one child for all of them unless one
+is refused: the processes that inherit the environment inherit the answer).
+Importable from any test (``tests/`` is on pytest's ``pythonpath``).
 """
 
 from __future__ import annotations
@@ -62,9 +62,11 @@ def add_fast_compile(env=os.environ) -> None:
         flags.append(FAST_COMPILE)
     if FAST_COMPILE in flags and _ASKED not in env:
         env[_ASKED] = "1"
-        for flag in _OPTIONAL:
-            if _name(flag) not in given and _accepted(" ".join([*flags, flag])):
-                flags.append(flag)
+        wanted = [flag for flag in _OPTIONAL if _name(flag) not in given]
+        if wanted and _accepted(" ".join([*flags, *wanted])):  # one child for all, usually
+            flags += wanted
+        else:
+            flags += [flag for flag in wanted if _accepted(" ".join([*flags, flag]))]
     env["XLA_FLAGS"] = " ".join(flags)
 
 
