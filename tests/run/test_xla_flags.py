@@ -94,10 +94,17 @@ print(json.dumps({"status": status, "on": xla_flags.fast_cpu_on()}))
 
 
 def _child(tmp_path, name, **env):
+    """The child on the session's XLA flags (cheap compiles, ``xla_env``) without the
+    YNNPACK flag, which the child adds itself unless it opts out. (YNNPACK's fusion
+    acts at those flags too: on a 2-core AMD EPYC the value and the gradients differ
+    in the last bits with and without it.)"""
     out = tmp_path / f"{name}.npz"
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
+             if xla_flags.YNN_FLAG_NAME not in f]
     run = subprocess.run(
         [sys.executable, "-c", _CHILD, str(out)], capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "", **env}, timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": " ".join(flags), **env},
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1]), np.load(out)
