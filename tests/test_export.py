@@ -11,6 +11,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from commands import run_main
 
 import c4jax
 from c4jax import export
@@ -132,8 +133,7 @@ def test_bad_arguments_exit_2_without_a_traceback(tiny_run, tmp_path, capsys):
     huge = f"{tiny_run}:" + "9" * 100_000
     for args in [(f"{tiny_run}:x", tmp_path / "a"), (tmp_path / "nothing", tmp_path / "b"),
                  (f"{tiny_run}:²", tmp_path / "c"), (huge, tmp_path / "d")]:
-        code = export.main(["network", *map(str, args)])
-        err = capsys.readouterr().err
+        code, _, err = run_main(export.main, ["network", *map(str, args)], capsys)
         assert code == 2 and err.startswith("error:"), err
         assert "Traceback" not in err and err.count("\n") == 1, err[:500]
         if "²" in str(args[0]):

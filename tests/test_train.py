@@ -14,6 +14,7 @@ import jax
 import numpy as np
 import pytest
 import xla_env
+from commands import run_main
 
 from c4jax import env, train
 from c4jax.alphazero import config as config_lib
@@ -206,10 +207,8 @@ def test_two_device_run_from_the_command_line(tmp_path):
 def _main(capsys, *args) -> subprocess.CompletedProcess:
     """``python -m c4jax.train ARGS`` run in this process (``train.main``): its exit code
     and output, as ``_cli`` gives them, without a process start (which ``_cli`` tests)."""
-    capsys.readouterr()
-    code = train.main(list(args))
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(["c4jax.train", *args], code, out, err)
+    return subprocess.CompletedProcess(["c4jax.train", *args],
+                                       *run_main(train.main, args, capsys))
 
 
 @pytest.mark.slow

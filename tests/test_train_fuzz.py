@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from commands import run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,12 +45,7 @@ _FIXTURE = [HealthCheck.function_scoped_fixture]  # capsys is read after every e
 
 def _run(argv, capsys):
     """(exit code, stdout, stderr) of ``train.main(argv)`` in this process."""
-    try:
-        code = train.main(argv)
-    except SystemExit as stop:  # tyro's own parse errors
-        code = stop.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_main(train.main, argv, capsys)
 
 
 def _check(code, out, err):

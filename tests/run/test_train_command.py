@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from commands import run_main
 from faults import small_fs  # a real tmpfs: read-only, or full
 
 from c4jax import train
@@ -318,9 +319,8 @@ def test_a_full_disk_stops_with_one_line_and_the_run_continues_once_there_is_roo
         (fs / "filler").unlink()
         subprocess.run(["mount", "-o", "remount,size=64m", str(fs)], check=True)
         # (In this process: the processes above already showed the command line's exits.)
-        capsys.readouterr()
-        assert train.main(["--no-progress", "--workdir", str(run)]) == 0, (
-            capsys.readouterr().err[-3000:])
+        code, _, err = run_main(train.main, ["--no-progress", "--workdir", str(run)], capsys)
+        assert code == 0, err[-3000:]
         logged = [json.loads(line)["step"] for line in (run / "metrics.jsonl").open()]
         assert logged == list(range(1, 41))
 
