@@ -78,6 +78,7 @@ def make_manager(workdir: Path, *, keep: int) -> ocp.CheckpointManager:
         # the next writer removes it (readers never list it as a step).
         cleanup_tmp_directories=True,
     )
+    damage.quiet_orbax_leftovers()  # a failed save's callbacks, from TensorStore's threads
     return _Manager(Path(workdir).absolute() / "checkpoints", options=options, item_names=_ITEMS)
 
 
@@ -446,7 +447,7 @@ def _restore_or_explain(manager, step: int, args, target, *, partial: bool, mism
     """``manager.restore`` of the ``state`` item; a failure becomes a ValueError
     saying ``mismatch`` when the stored tree does not fit ``target``, else a
     ``DamagedCheckpointError``."""
-    damage.quiet_restore_leftovers()
+    damage.quiet_orbax_leftovers()
     try:
         restored = manager.restore(step, args=ocp.args.Composite(state=args))
     except Exception as err:  # Orbax and TensorStore raise many types, even Exception

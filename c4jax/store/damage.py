@@ -3,8 +3,8 @@
 ``check_damage`` looks for missing or empty files without Orbax;
 ``stored_tree_fits`` compares the tree a checkpoint describes with the wanted
 one; ``short_error`` reduces Orbax's and TensorStore's many-line errors to one
-short line; ``quiet_restore_leftovers`` keeps the asyncio leftovers of a failed
-restore off stderr. ``c4jax.store.checkpoints`` uses them to fall back past damage.
+short line; ``quiet_orbax_leftovers`` keeps the asyncio leftovers of a failed
+restore or save off stderr. ``c4jax.store.checkpoints`` uses them to fall back past damage.
 """
 
 from __future__ import annotations
@@ -177,26 +177,28 @@ def move_aside(step_dir: Path, quarantine: Path) -> Path:
     return target
 
 
-def quiet_restore_leftovers() -> None:
-    """Keeps Orbax's asyncio leftovers of a failed restore off stderr.
+def quiet_orbax_leftovers() -> None:
+    """Keeps Orbax's asyncio leftovers of a failed restore or save off stderr.
 
-    When one array of a restore fails, Orbax closes its event loop while
-    TensorStore still reads the others. As each read ends, TensorStore's
-    callback calls ``loop.call_soon_threadsafe`` on the closed loop, and the
-    pending Orbax coroutines raise again when they are garbage collected; both
-    go to ``sys.unraisablehook`` (tracebacks on stderr), possibly long after
-    the restore has returned. This installs (once) a hook that drops exactly
-    those two kinds and passes everything else on to the hook before it.
+    When one array of a restore or a save fails (a flipped bit, a full disk),
+    Orbax closes its event loop while TensorStore still reads or writes the
+    others. As each one ends, TensorStore's callback calls
+    ``loop.call_soon_threadsafe`` on the closed loop, and the pending Orbax
+    coroutines raise again when they are garbage collected; both go to
+    ``sys.unraisablehook`` (tracebacks on stderr, from TensorStore's threads,
+    possibly in the middle of the line that reports the failure or long after
+    it). This installs (once) a hook that drops exactly those two kinds and
+    passes everything else on to the hook before it.
     """
     previous = sys.unraisablehook
-    if getattr(previous, "_c4jax_restore_leftovers_filter", False):
+    if getattr(previous, "_c4jax_orbax_leftovers_filter", False):
         return
 
     def hook(unraisable) -> None:
-        if not _is_restore_leftover(unraisable):
+        if not _is_orbax_leftover(unraisable):
             previous(unraisable)
 
-    hook._c4jax_restore_leftovers_filter = True  # type: ignore[attr-defined]
+    hook._c4jax_orbax_leftovers_filter = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
     # The failed reads' tasks also end up in asyncio's "Task exception was
     # never retrieved" log records.
@@ -224,8 +226,8 @@ def _drop_orbax_task_leftovers(record: logging.LogRecord) -> bool:
 _ORBAX_DIR = str(Path(ocp.__file__).resolve().parent)
 
 
-def _is_restore_leftover(unraisable) -> bool:
-    """An unraisable error left by a failed Orbax restore (see above)."""
+def _is_orbax_leftover(unraisable) -> bool:
+    """An unraisable error left by a failed Orbax restore or save (see above)."""
     exc = unraisable.exc_value
     if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
         tb = unraisable.exc_traceback

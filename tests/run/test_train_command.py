@@ -8,7 +8,6 @@ import errno
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 import time
@@ -264,25 +263,10 @@ def _train_cli(*args, timeout=400):
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
-# Known gap: when the disk fills during a checkpoint save, Orbax closes its event loop
-# after the first failed write while tensorstore still completes the others; their
-# callbacks then print this traceback (from C++, not through logging, so c4jax cannot
-# hold it back) in some runs, before the trainer's one line. Only exactly this block is
-# set aside here; any other line still fails the test.
-_LOOP_CLOSED = re.compile(
-    r"Traceback \(most recent call last\):\n"
-    r"  File \"[^\"]*asyncio/base_events\.py\", line \d+, in call_soon_threadsafe\n"
-    r"    self\._check_closed\(\)\n"
-    r"  File \"[^\"]*asyncio/base_events\.py\", line \d+, in _check_closed\n"
-    r"    raise RuntimeError\('Event loop is closed'\)\n"
-    r"RuntimeError: Event loop is closed\n")
-
-
 def _one_io_error(done) -> str:
     """The one ``error:`` line of a trainer that stopped on an unwritable file (exit 74)."""
     assert done.returncode == 74, done.stderr[-3000:]
-    stderr = _LOOP_CLOSED.sub("", done.stderr)
-    lines = [line for line in stderr.splitlines() if not line.startswith("warning: ")]
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("warning: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-3000:]
     return lines[0]
 

@@ -1,6 +1,11 @@
 """Damage diagnostics without Orbax: missing files, short error lines, moving aside.
 (Real damaged checkpoints of a training run are in test_checkpoints.py.)"""
 
+import asyncio
+import gc
+import sys
+import threading
+
 from c4jax.store import damage as damage
 
 
@@ -93,3 +98,45 @@ def test_remove_unfinished_removes_only_orbax_s_unfinished_folders(tmp_path):
     assert [p.name for p in removed] == ["4.orbax-checkpoint-tmp",
                                          "5.orbax-checkpoint-tmp-1795603604"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["3"]
+
+
+class _LateCallback:
+    """Does what TensorStore's callback does when a write ends after Orbax closed its
+    loop: ``call_soon_threadsafe`` on the closed loop, its error unraisable."""
+
+    def __init__(self, loop):
+        self.loop = loop
+
+    def __del__(self):
+        self.loop.call_soon_threadsafe(print)
+
+
+class _OtherLeftover:
+    def __del__(self):
+        raise ValueError("not Orbax's")
+
+
+def test_quiet_orbax_leftovers_drops_only_the_closed_loop_callbacks(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: seen.append(
+        repr(unraisable.exc_value)))
+    loop = asyncio.new_event_loop()
+    loop.close()
+
+    def late_callbacks():  # from another thread, as TensorStore's are
+        _LateCallback(loop)
+        gc.collect()
+
+    thread = threading.Thread(target=late_callbacks)
+    thread.start()
+    thread.join()
+    assert seen == ["RuntimeError('Event loop is closed')"]  # the default: a traceback
+
+    damage.quiet_orbax_leftovers()
+    damage.quiet_orbax_leftovers()  # installs once
+    thread = threading.Thread(target=late_callbacks)
+    thread.start()
+    thread.join()
+    _OtherLeftover()
+    gc.collect()
+    assert seen == ["RuntimeError('Event loop is closed')", "ValueError(\"not Orbax's\")"]
