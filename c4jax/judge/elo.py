@@ -335,6 +335,19 @@ def crosstable(names: Sequence[str], points: np.ndarray, games: np.ndarray) -> s
     return "\n".join(lines)
 
 
+def tick_labels(names: Sequence[str], *, limit: int = 40) -> list[str]:
+    """The plot's names: each longer than ``limit`` characters (a run's path) cut to
+    its end, where a spec's ``@sims`` and the run's own folder are, behind "...";
+    the cut is made longer where it would make two labels the same."""
+    longest = max((len(n) for n in names), default=0)
+    while limit < longest:
+        labels = [n if len(n) <= limit else "..." + n[-(limit - 3):] for n in names]
+        if len(set(labels)) == len(set(names)):
+            return labels
+        limit += 20
+    return list(names)
+
+
 def plot(result: EloResult, path: str | Path, *, title: str = "Elo ratings") -> Path:
     """Saves a horizontal bar chart with 95% intervals as a PNG (Agg, no pyplot).
 
@@ -356,7 +369,7 @@ def plot(result: EloResult, path: str | Path, *, title: str = "Elo ratings") -> 
     y = np.arange(len(names))
     ax.barh(y, ratings, color="tab:blue", alpha=0.6)
     ax.errorbar(ratings, y, xerr=[low, high], fmt="o", color="black", capsize=3)
-    ax.set_yticks(y, names)
+    ax.set_yticks(y, tick_labels(names))
     ax.axvline(0.0, color="gray", linewidth=0.8)
     ax.set_xlabel(f"Elo ({result.anchor} = 0), 95% bootstrap interval")
     ax.set_title(title)

@@ -1,5 +1,7 @@
 """Bradley-Terry / Elo fitting."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -93,4 +95,23 @@ def test_add_match_and_plot(tmp_path):
     result = elo.rate(players, wins, draws, num_bootstrap=100)
     assert result.ratings[2] > result.ratings[1] > 0
     path = elo.plot(result, tmp_path / "elo.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_long_names_are_cut_to_distinct_ends_and_the_plot_still_fits(tmp_path):
+    base = "/home/user/" + "experiments/" * 8
+    names = ["random", base + "a/run@64", base + "b/run@64", "/x/" + "y" * 60 + "/run@64"]
+    labels = elo.tick_labels(names)
+    assert labels[0] == "random" and all(len(label) <= 40 for label in labels)
+    assert labels[1].endswith("a/run@64") and labels[2].endswith("b/run@64")
+    assert labels[3] == "..." + names[3][-37:]
+    twins = ["/a/" + "z" * 50 + "/run@64", "/b/" + "z" * 50 + "/run@64"]
+    assert elo.tick_labels(twins) == twins  # no cut keeps them apart: in full
+    result = elo.EloResult(
+        players=tuple(names), ratings=np.array([0.0, 300.0, 310.0, 200.0]),
+        ci_low=np.array([0.0, 250.0, 260.0, 150.0]), ci_high=np.array([0.0, 350.0, 360.0, 250.0]),
+        anchor="random", points=np.zeros((4, 4)), games=np.zeros((4, 4)), num_bootstrap=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Tight layout not applied" with the names in full
+        path = elo.plot(result, tmp_path / "elo.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
