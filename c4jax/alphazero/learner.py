@@ -31,19 +31,23 @@ class LearnerState:
     lr_scale: jax.Array  # [] float32, the KL-adaptive multiplier (1 when off)
 
 
-def make_schedule(config: TrainConfig, total_steps: int) -> optax.Schedule:
+def make_schedule(config: TrainConfig, total_steps: int | jax.Array) -> optax.Schedule:
     """Linear warm-up to ``learning_rate``, then constant or cosine to 10%; or
     ``onecycle``: a cosine rise from 4% of the peak over the first 30% of the
-    steps, then a cosine fall to ~0 at the last (``warmup_steps`` unused)."""
+    steps, then a cosine fall to ~0 at the last (``warmup_steps`` unused).
+
+    ``total_steps`` may be a traced [] integer: the training step takes the run's
+    length as an argument, so one compiled program serves every length (a time
+    budget chooses it after compiling). The values are optax's
+    ``cosine_decay_schedule`` and ``cosine_onecycle_schedule`` for an ``int``.
+    """
     peak = config.learning_rate
+    total = jnp.asarray(total_steps, jnp.int32)
     if config.lr_schedule == "onecycle":
-        return optax.cosine_onecycle_schedule(
-            max(total_steps, 1), peak, pct_start=0.3, div_factor=25.0, final_div_factor=1e4
-        )
+        return _onecycle(peak, jnp.maximum(total, 1))
     warmup = max(config.warmup_steps, 0)
     if config.lr_schedule == "cosine":
-        decay = max(total_steps - warmup, 1)
-        after = optax.cosine_decay_schedule(peak, decay, alpha=0.1)
+        after = _cosine_decay(peak, jnp.maximum(total - warmup, 1), alpha=0.1)
     else:
         after = optax.constant_schedule(peak)
     if warmup == 0:
@@ -52,8 +56,47 @@ def make_schedule(config: TrainConfig, total_steps: int) -> optax.Schedule:
     return optax.join_schedules([ramp, after], [warmup])
 
 
-def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTransformation:
-    """AdamW with decoupled weight decay, or SGD with momentum 0.9."""
+def _cosine_decay(peak: float, decay_steps: jax.Array, *, alpha: float) -> optax.Schedule:
+    """``optax.cosine_decay_schedule(peak, decay_steps, alpha)`` for a traced count."""
+    steps = decay_steps.astype(jnp.float32)
+
+    def schedule(count):
+        count = jnp.minimum(count, steps)
+        cosine = 0.5 * (1 + jnp.cos(jnp.pi * count / steps))
+        return peak * ((1 - alpha) * cosine + alpha)
+
+    return schedule
+
+
+def _onecycle(peak: float, total: jax.Array, *, div: float = 25.0,
+              final_div: float = 1e4) -> optax.Schedule:
+    """``optax.cosine_onecycle_schedule(total, peak, pct_start=0.3, div_factor=div,
+    final_div_factor=final_div)`` for a traced ``total``: cosine from ``peak / div``
+    up to ``peak`` over the first 30% of the steps, then down to ``peak / (div *
+    final_div)`` at ``total``."""
+    values = jnp.cumprod(jnp.stack([peak / div, div, 1.0 / (div * final_div)]))
+
+    def schedule(count):
+        # optax's boundaries are int(0.3 * total) and total.
+        bounds = jnp.stack([jnp.int32(0), (total * 3) // 10, total])
+        sizes = jnp.maximum(bounds[1:] - bounds[:-1], 1)
+        inside = jnp.logical_and(bounds[:-1] <= count, count < bounds[1:])
+        pct = (count - bounds[:-1]) / sizes
+        start, end = values[:-1], values[1:]
+        interpolated = end + (start - end) / 2.0 * (jnp.cos(jnp.pi * pct) + 1)
+        return inside.dot(interpolated) + (bounds[-1] <= count) * values[-1]
+
+    return schedule
+
+
+def make_optimizer(
+    config: TrainConfig, total_steps: int | jax.Array
+) -> optax.GradientTransformation:
+    """AdamW with decoupled weight decay, or SGD with momentum 0.9.
+
+    ``total_steps`` (the schedule's length, possibly traced) does not change the
+    optimizer state's structure, so ``init`` may use any.
+    """
     schedule = make_schedule(config, total_steps)
     if config.optimizer == "adamw":
         return optax.adamw(schedule, weight_decay=config.weight_decay)

@@ -75,8 +75,12 @@ class Trainer:
         apply_fn: ``apply_fn(variables, obs [B, H, W, 2]) -> (logits [B, A], value [B])``.
         search_fn: self-play search, ``search_fn(variables, key, state[B])``.
         init: jitted ``init(key) -> TrainState``, sharded.
-        iteration: jitted ``iteration(TrainState, key) -> (TrainState, metrics)``;
-            it donates its input state. It composes the public pure pieces
+        iteration: ``iteration(TrainState, key) -> (TrainState, metrics)``, the
+            jitted ``iteration.jitted(TrainState, key, num_iterations)`` with the
+            config's ``train.num_iterations`` (an [] int32 argument, not a constant:
+            the learning-rate schedule spans it, and one compiled program serves
+            every run length); ``lower`` and ``trace`` take ``(state, key)`` too.
+            It donates its input state. It composes the public pure pieces
             ``selfplay_chunk`` and ``learn`` (which benchmarks time one by one).
         shardings: the ``TrainState`` pytree of ``NamedSharding``.
         replay_shards: S, the replay buffer's layout (``replay``): the device
@@ -92,9 +96,9 @@ class Trainer:
         self.network = network.make_network(config.network)
         self.apply_fn = network.make_apply_fn(self.network)
         self.search_fn = search.make_search(self.apply_fn, config.search)
-        total_sgd_steps = config.train.num_iterations * config.train.sgd_steps
-        self.optimizer = learner.make_optimizer(config.train, total_sgd_steps)
-        self._sgd_step = learner.make_sgd_step(self.network, self.optimizer, config.train)
+        # The schedule's length is an argument of the step; the state's structure
+        # does not depend on it (``init`` below).
+        self.optimizer = learner.make_optimizer(config.train, config.train.num_iterations)
         self._selfplay = selfplay.make_selfplay(
             self.search_fn,
             num_steps=config.train.selfplay_steps,
@@ -123,12 +127,12 @@ class Trainer:
         self.shardings = self._make_shardings(abstract)
         replicated = NamedSharding(self.mesh, P())
         self.init = jax.jit(self._init, out_shardings=self.shardings)
-        self.iteration = jax.jit(
+        self.iteration = CountedIteration(jax.jit(
             self._iteration,
-            in_shardings=(self.shardings, replicated),
+            in_shardings=(self.shardings, replicated, replicated),
             out_shardings=(self.shardings, replicated),
             donate_argnums=0,
-        )
+        ), config.train.num_iterations)
         self.to_checkpoint = self._relayout(replay.to_slot_order)
         self.from_checkpoint = self._relayout(replay.from_slot_order)
 
@@ -200,17 +204,30 @@ class Trainer:
         games, positions, ready, metrics = self._selfplay(variables, key, games)
         return games, replay.add(buffer, positions, ready, shards=self.replay_shards), metrics
 
+    def _sgd_step(self, learner_state: learner.LearnerState, batch: replay.Minibatch,
+                  total_steps: jax.Array) -> tuple[learner.LearnerState, dict]:
+        """One SGD step, its learning-rate schedule spanning ``total_steps`` ([] int32)."""
+        t = self.config.train
+        optimizer = learner.make_optimizer(t, total_steps)
+        return learner.make_sgd_step(self.network, optimizer, t)(learner_state, batch)
+
     def learn(
-        self, learner_state: learner.LearnerState, buffer: replay.ReplayBuffer, key: jax.Array
+        self, learner_state: learner.LearnerState, buffer: replay.ReplayBuffer, key: jax.Array,
+        num_iterations: int | jax.Array | None = None,
     ) -> tuple[learner.LearnerState, dict]:
         """K SGD steps on minibatches sampled from ``buffer``: the second part of ``iteration``.
 
         Pure and traceable. Metrics are the means over the K steps ([] arrays).
+        ``num_iterations`` ([] int32, default the config's) is the run's length, which
+        the learning-rate schedule spans.
         With S > 1 replay shards, device d draws its B / S examples from its
         own rows with the key ``fold_in(sgd_key, d)``; with one, the whole
         minibatch is drawn with ``sgd_key`` itself.
         """
         t = self.config.train
+        if num_iterations is None:
+            num_iterations = t.num_iterations
+        total_steps = jnp.asarray(num_iterations, jnp.int32) * t.sgd_steps
         batch_sharding = NamedSharding(self.mesh, P(DATA_AXIS))
         shards = self.replay_shards
 
@@ -226,13 +243,13 @@ class Trainer:
             out_specs=P(DATA_AXIS),
         )
 
-        def sgd(learner_state, sgd_key, buffer):
+        def sgd(learner_state, sgd_key, buffer, total_steps):
             if shards > 1:
                 batch = sample_local(buffer.data, buffer.size, sgd_key)
             else:
                 batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment)
                 batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
-            return self._sgd_step(learner_state, batch)
+            return self._sgd_step(learner_state, batch, total_steps)
 
         keys = jax.random.split(key, t.sgd_steps)
         if self._unroll:  # straight-line code (a length-1 scan would still loop)
@@ -241,20 +258,21 @@ class Trainer:
             sgd_once = jax.jit(sgd)
             learned, per_step = learner_state, []
             for sgd_key in keys:
-                learned, step_metrics = sgd_once(learned, sgd_key, buffer)
+                learned, step_metrics = sgd_once(learned, sgd_key, buffer, total_steps)
                 per_step.append(step_metrics)
             return learned, jax.tree.map(lambda *m: jnp.mean(jnp.stack(m)), *per_step)
-        learned, metrics = jax.lax.scan(lambda s, k: sgd(s, k, buffer), learner_state, keys)
+        learned, metrics = jax.lax.scan(
+            lambda s, k: sgd(s, k, buffer, total_steps), learner_state, keys)
         return learned, jax.tree.map(jnp.mean, metrics)
 
-    def _iteration(self, state: TrainState, key: jax.Array):
+    def _iteration(self, state: TrainState, key: jax.Array, num_iterations: jax.Array):
         t = self.config.train
         play_key, learn_key = jax.random.split(key)
         players = state.best if self.config.eval.gating else self.variables(state)
         sp_state, buffer, sp_metrics = self.selfplay_chunk(
             players, play_key, state.selfplay, state.replay
         )
-        learned, learn_metrics = self.learn(state.learner, buffer, learn_key)
+        learned, learn_metrics = self.learn(state.learner, buffer, learn_key, num_iterations)
         # A select, not lax.cond: XLA:CPU is slow on gradients inside a cond
         # branch too. Only the first iterations, before any game ends, discard.
         ready_to_learn = buffer.size >= max(t.min_replay_size, 1)
@@ -266,7 +284,8 @@ class Trainer:
         metrics = {
             **sp_metrics,
             **learn_metrics,
-            "learning_rate": self._learning_rate(sgd_done) * learner_state.lr_scale,
+            "learning_rate": learner.make_schedule(t, num_iterations * t.sgd_steps)(sgd_done)
+            * learner_state.lr_scale,
             "replay_size": buffer.size,
             "learned": ready_to_learn,
             # 1.0 while every parameter is finite: the host's NaN guard reads it.
@@ -282,10 +301,6 @@ class Trainer:
             selfplay=sp_state,
         )
         return new_state, metrics
-
-    def _learning_rate(self, sgd_step):
-        total = self.config.train.num_iterations * self.config.train.sgd_steps
-        return learner.make_schedule(self.config.train, total)(sgd_step)
 
     # -- sharding -------------------------------------------------------------
 
@@ -317,19 +332,48 @@ def shared_trainer(config: Config) -> Trainer:
     with the earlier trainers of configs that build the same programs.
 
     The programs depend on the network, search and training sections, whether
-    gating is on, and the devices; not on the seed (keys are arguments), the
-    rest of the evaluation section or the checkpoint settings. So a second run
-    in one process (a notebook, a test session, a resume after fitting a time
-    budget) starts without tracing or compiling again. The returned trainer's
-    ``config`` is ``config`` itself.
+    gating is on, and the devices; not on the seed (keys are arguments), the run's
+    length (``train.num_iterations`` is an argument of the iteration, and
+    ``train.time_budget`` only chooses it), the rest of the evaluation section or
+    the checkpoint settings. So a second run in one process (a notebook, a test
+    session, the run that a time budget measured) starts without tracing or
+    compiling again. The returned trainer's ``config`` is ``config`` itself, and its
+    ``iteration`` runs ``config.train.num_iterations`` long.
     """
     program = dataclasses.replace(
         config, seed=0, eval=EvalConfig(gating=config.eval.gating), checkpoint_every=1,
         keep_checkpoints=1,
+        train=dataclasses.replace(config.train, num_iterations=1, time_budget=""),
     )
     shared = copy.copy(_trainer_of(program, tuple(jax.devices())))
     shared.config = config
+    shared.iteration = CountedIteration(shared.iteration.jitted, config.train.num_iterations)
     return shared
+
+
+class CountedIteration:
+    """``iteration(state, key)``: the jitted ``jitted(state, key, num_iterations)``
+    with the run's length given, as an [] int32 argument rather than a constant of
+    the program (so that any length reuses one compiled program, in this process
+    and in the persistent compilation cache)."""
+
+    def __init__(self, jitted, num_iterations: int):
+        self.jitted = jitted  # the jax.jit of Trainer._iteration
+        self.num_iterations = num_iterations
+
+    def _length(self) -> np.ndarray:
+        return np.int32(self.num_iterations)
+
+    def __call__(self, state: TrainState, key: jax.Array):
+        return self.jitted(state, key, self._length())
+
+    def lower(self, state, key):
+        """``jax.jit(...).lower`` of the iteration, for ahead-of-time compiling."""
+        return self.jitted.lower(state, key, self._length())
+
+    def trace(self, state, key):
+        """``jax.jit(...).trace`` of the iteration."""
+        return self.jitted.trace(state, key, self._length())
 
 
 @functools.lru_cache(maxsize=4)

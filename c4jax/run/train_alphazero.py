@@ -171,7 +171,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
         state, step = _restore(manager, run, config, workdir)
         if config.train.time_budget and state is None:
             config, act = fit_time_budget(config, run, started, say)
-            run = trainer.shared_trainer(config)  # its schedule spans the count chosen
+            run = trainer.shared_trainer(config)  # the same programs, the count chosen
     except BaseException:
         manager.close()
         raise
@@ -232,17 +232,17 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
 CALIBRATION_ITERATIONS = 3  # timed after the one that compiles (their median counts)
 
 
-def iterations_for_budget(budget: float, *, elapsed: float, compiling: float, iteration: float,
+def iterations_for_budget(budget: float, *, elapsed: float, iteration: float,
                           evaluation: float, eval_every: int, most: int) -> int:
     """How many iterations fit in ``budget`` seconds of wall time, at most ``most``.
 
-    What is left after ``elapsed`` (the time already spent) and a compile of the run's
-    own iteration (``compiling``) is shared out between iterations of ``iteration``
-    seconds, each with its share of an evaluation of ``evaluation`` seconds every
-    ``eval_every`` iterations (0: none), and the evaluation after the last one. Can be
-    0 (nothing fits).
+    What is left after ``elapsed`` (the time already spent, compiling included: the
+    run reuses the programs the timing compiled) is shared out between iterations of
+    ``iteration`` seconds, each with its share of an evaluation of ``evaluation``
+    seconds every ``eval_every`` iterations (0: none), and the evaluation after the
+    last one. Can be 0 (nothing fits).
     """
-    left = budget - elapsed - compiling - (evaluation if eval_every else 0.0)
+    left = budget - elapsed - (evaluation if eval_every else 0.0)
     each = iteration + (evaluation / eval_every if eval_every else 0.0)
     return max(0, min(most, math.floor(left / each)))
 
@@ -254,9 +254,9 @@ def fit_time_budget(config: Config, run: trainer.Trainer, started: float, say):
     fits (at most ``train.num_iterations``), and the evaluation's agent, compiled.
 
     ``started`` is the ``time.monotonic()`` the run began at: the budget counts from it.
-    The run itself then compiles its iteration again (its learning-rate schedule is
-    built for the count chosen), which the count allows for. In a multi-process run the
-    count is process 0's, so that all agree.
+    The run itself then reuses the compiled iteration (the count is an argument of it,
+    ``trainer.CountedIteration``). In a multi-process run the count is process 0's, so
+    that all agree.
 
     Raises:
         ValueError: naming ``train.time_budget``, when not one iteration fits.
@@ -288,7 +288,7 @@ def fit_time_budget(config: Config, run: trainer.Trainer, started: float, say):
             periodic.evaluate(act, variables, key, config.eval)
             evaluation = time.perf_counter() - begin
     count = iterations_for_budget(
-        budget, elapsed=time.monotonic() - started, compiling=compiling, iteration=iteration,
+        budget, elapsed=time.monotonic() - started, iteration=iteration,
         evaluation=evaluation, eval_every=config.eval.every, most=most)
     if jax.process_count() > 1:  # the processes' clocks differ: process 0 decides
         from jax.experimental import multihost_utils

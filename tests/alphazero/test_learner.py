@@ -1,10 +1,12 @@
-"""Learner: the loss falls on a fixed batch; schedules; the KL-adaptive rate reacts."""
+"""Learner: the loss falls on a fixed batch; schedules (optax's, for a traced run length
+too); the KL-adaptive rate reacts."""
 
 import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from c4jax import env
@@ -67,6 +69,34 @@ def test_onecycle_rises_to_the_peak_at_thirty_percent_then_falls_to_about_zero()
     assert int(np.argmax(values)) == 30 and values[30] == pytest.approx(1.0)
     assert np.all(np.diff(values[:31]) > 0) and np.all(np.diff(values[30:]) < 0)
     assert values[100] < 1e-4
+
+
+def _optax_schedule(cfg: TrainConfig, total: int):
+    """The schedules as optax builds them for a Python ``int`` length."""
+    if cfg.lr_schedule == "onecycle":
+        return optax.cosine_onecycle_schedule(
+            max(total, 1), cfg.learning_rate, pct_start=0.3, div_factor=25.0,
+            final_div_factor=1e4)
+    decay = optax.cosine_decay_schedule(
+        cfg.learning_rate, max(total - cfg.warmup_steps, 1), alpha=0.1)
+    ramp = optax.linear_schedule(0.0, cfg.learning_rate, cfg.warmup_steps)
+    return optax.join_schedules([ramp, decay], [cfg.warmup_steps])
+
+
+@pytest.mark.parametrize("kind", ["cosine", "onecycle"])
+def test_a_traced_run_length_gives_optax_schedules(kind):
+    """The training step passes the run's length as an array (one compiled program for
+    every length): the values are optax's for that length, in one compile."""
+    cfg = TrainConfig(learning_rate=0.7, warmup_steps=10, lr_schedule=kind)
+    traced = jax.jit(jax.vmap(lambda total, count: learner.make_schedule(cfg, total)(count),
+                              in_axes=(None, 0)))
+    for total in (1, 7, 10, 33, 110, 1000, 7777):
+        counts = np.linspace(0, total + 5, 60).astype(np.int32)  # one shape: one compile
+        reference = _optax_schedule(cfg, total)
+        np.testing.assert_allclose(
+            traced(np.int32(total), counts), [reference(int(c)) for c in counts],
+            rtol=1e-5, atol=1e-8, err_msg=f"{kind}, {total} steps")
+    assert traced._cache_size() == 1
 
 
 def test_kl_adaptive_rate_shrinks_when_updates_are_too_large():

@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 import xla_env
 
 from c4jax.alphazero import config as config_lib
-from c4jax.alphazero import trainer
+from c4jax.alphazero import learner, trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,14 +53,40 @@ def test_runs_of_one_process_share_the_programs_that_are_the_same():
         eval=dataclasses.replace(cfg.eval, games=4, every=1, num_simulations=8),
     )
     second = trainer.shared_trainer(other_seed)
-    assert second.iteration is first.iteration and second.init is first.init
+    assert second.iteration.jitted is first.iteration.jitted and second.init is first.init
     assert second.config == other_seed and first.config == cfg  # each keeps its own
+    # The run's length is an argument of the iteration, not a constant of it: more
+    # iterations, or the count a time budget chooses, reuse the program.
+    longer = trainer.shared_trainer(_tiny(num_iterations=9, time_budget="2h"))
+    assert longer.iteration.jitted is first.iteration.jitted
+    assert (longer.iteration.num_iterations, first.iteration.num_iterations) == (9, 4)
     for different in (
         _tiny(sgd_steps=3),  # a program of its own
-        _tiny(num_iterations=9),  # the learning-rate schedule spans the run
         dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, gating=0.55)),
     ):
-        assert trainer.shared_trainer(different).iteration is not first.iteration
+        assert trainer.shared_trainer(different).iteration.jitted is not first.iteration.jitted
+
+
+def test_one_compiled_iteration_serves_every_run_length():
+    """The learning-rate schedule spans the length the iteration is given, and a
+    second length runs the same compiled program."""
+    cfg = _tiny(lr_schedule="cosine")
+    run = trainer.Trainer(cfg)
+    sgd = cfg.train.sgd_steps
+    rates = {}
+    for length in (4, 400):
+        iteration = trainer.CountedIteration(run.iteration.jitted, length)
+        state = run.init(jax.random.key(0))
+        for step in range(3):
+            state, metrics = iteration(state, trainer.iteration_key(0, step))
+        rates[length] = float(metrics["learning_rate"])  # after 2 iterations of sgd steps
+        expected = learner.make_schedule(cfg.train, length * sgd)(2 * sgd)
+        np.testing.assert_allclose(rates[length], expected, rtol=1e-5)
+    # Half-way down the cosine (to 10%) against near the peak.
+    assert rates[4] == pytest.approx(0.55 * cfg.train.learning_rate, rel=1e-4)
+    assert rates[400] > 0.99 * cfg.train.learning_rate
+    assert run.iteration.jitted._cache_size() == 1
+
 
 # Sizes chosen to be recognisable in the HLO: a minibatch of 48 rows, a
 # buffer of 3000 (1500 per device); self-play works on 16 games.
