@@ -256,15 +256,38 @@ def device_info(packages: tuple[str, ...] = ("pgx",)) -> dict[str, Any]:
     }
 
 
-def cpu_model() -> str | None:
-    """The CPU's model name (Linux's /proc/cpuinfo), None where it cannot be read."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
+def cpu_model(cpuinfo: str | None = None) -> str | None:
+    """The CPU's model name with its family, model and widest vector extension, e.g.
+    ``AMD EPYC (family 25 model 1, AVX2)``, from Linux's /proc/cpuinfo (or the text
+    ``cpuinfo``); None where nothing can be read.
+
+    Cloud VMs often name only the vendor line ("AMD EPYC"), while two of its
+    generations differ twice in speed: the family, model and vector extensions
+    tell them apart (Zen 3 has AVX2, Zen 4 AVX-512, Sapphire Rapids AVX-512 and AMX).
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return platform.processor() or None
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, colon, value = line.partition(":")
+        if not colon:
+            if fields:
+                break  # the first processor's block is enough
+            continue
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name")
+    if name is None:
+        return platform.processor() or None
+    flags = set(fields.get("flags", "").split())
+    widest = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None
+    details = [f"family {fields['cpu family']} model {fields['model']}"
+               if "cpu family" in fields and "model" in fields else None, widest,
+               "AMX" if "amx_tile" in flags else None]
+    details = [d for d in details if d]
+    return f"{name} ({', '.join(details)})" if details else name
 
 
 def _version(package: str) -> str | None:

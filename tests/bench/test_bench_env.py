@@ -1,0 +1,36 @@
+"""The benchmark environment's machine description: two VMs that both call
+themselves "AMD EPYC" are told apart by family, model and vector extensions."""
+
+from bench import bench_env
+
+_ZEN3_VM = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 23
+model\t\t: 1
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx avx2 fma
+cache size\t: 512 KB
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: another name
+flags\t\t: avx512f
+"""
+
+
+def test_a_vm_that_names_only_the_vendor_line_is_told_apart():
+    assert bench_env.cpu_model(_ZEN3_VM) == "AMD EPYC (family 23 model 1, AVX2)"
+    zen4 = _ZEN3_VM.replace("23", "25").replace("model\t\t: 1", "model\t\t: 17").replace(
+        "avx2 fma", "avx2 avx512f fma")
+    assert bench_env.cpu_model(zen4) == "AMD EPYC (family 25 model 17, AVX-512)"
+    xeon = ("cpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8481C\n"
+            "flags\t\t: avx2 avx512f amx_tile amx_bf16\n")
+    assert bench_env.cpu_model(xeon) == (
+        "Intel(R) Xeon(R) Platinum 8481C (family 6 model 143, AVX-512, AMX)")
+
+
+def test_a_cpuinfo_without_details_gives_the_name_alone():
+    assert bench_env.cpu_model("model name\t: Some CPU\n") == "Some CPU"
+    assert bench_env.cpu_model("processor\t: 0\n") == (bench_env.platform.processor() or None)
