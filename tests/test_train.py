@@ -375,7 +375,7 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
     )
     summary = train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False)
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert summary["step"] == 2 and records[-1]["random_move_fraction"] > 0
+    assert summary["step"] == 2 and records[-1]["opening_moves"] > 0
     assert "win_rate/lookahead" in records[-1]
     assert 0 < np.mean([r["full_search_fraction"] for r in records]) < 1
     values = np.asarray(summary["state"].replay.data.value)[: int(summary["state"].replay.size)]

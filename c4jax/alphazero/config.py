@@ -130,9 +130,10 @@ class TrainConfig:
     game counts +-(1 - s * n / 42) for a position n plies before its end, so quick
     wins and slow losses are preferred; s in [0, 1) (0 = off: +-1)."""
     opening_targets: Literal["drop", "search"] = "drop"
-    """Positions up to the last random opening move of their game: drop (not trained on),
-    or search (trained on the search policy, with the search value as the value target:
-    the searches were run anyway, and neither target depends on the random moves after)."""
+    """Positions up to the last random opening move of their game: drop (the random moves
+    are played at once when the game starts: neither searched nor trained on), or search
+    (played one a step and searched, and trained on the search policy with the search
+    value as the value target: neither depends on the random moves after)."""
     full_search_fraction: float = schema.field(1.0, gt=0, le=1, note="1 = off")
     """Playout cap randomization (KataGo): the share of self-play moves searched with
     search.num_simulations and trained on; the other moves are searched with

@@ -12,10 +12,16 @@ Two options widen what the network learns from:
 * ``random_opening_moves = K``: each game opens with k ~ U{0..K} uniformly
   random moves, so that self-play visits the varied positions that a strong
   agent must judge (not only those its own sharpening policy leads to). The
-  positions before and at a random move still get searched; their game result
-  reflects a random move, so by default they are not trained on. With
-  ``opening_targets="search"`` they are: the search policy is the policy
-  target and the search value (``policy_value``) the value target.
+  positions before and at a random move are not trained on, as their game
+  result reflects a random move; by default (``opening_targets="drop"``) the
+  random moves are played at once when a game starts (``random_openings``),
+  so no search is spent on them (about a fifth of the searches with K = 12).
+  The random moves end no game (a move that would is drawn again). A chunk
+  draws B openings when it starts and evaluates them once (for the roots, see
+  below); the games that start in it take them in turn (after B starts in one
+  chunk, again from the first). With ``opening_targets="search"`` the random
+  moves are played one a step, searched, and trained on: the search policy is
+  the policy target and the search value (``policy_value``) the value target.
 * ``value_target_q = w``: the value target is ``(1 - w) z + w q``, with ``z``
   the game result and ``q`` the search's value of its improved policy
   (``SearchOutput.policy_value``).
@@ -42,7 +48,7 @@ Two options widen what the network learns from:
 Given the search's root evaluation (``evaluate_fn``), a move's root reuses the
 network's evaluation of its position that the previous move's search already
 made when it expanded the move played (``SearchOutput.child_logits``); games
-that restart take the empty board's, evaluated once per chunk. The network is
+that restart take their opening's (or the empty board's), evaluated once per chunk. The network is
 fixed within a chunk, so this is the same evaluation (to float rounding). The
 root runs the network only where some game has none: at a chunk's first move,
 or after a move the search did not expand (PUCT; Gumbel considering fewer
@@ -187,6 +193,32 @@ def plies_to_end(done: jax.Array, num_moves: jax.Array) -> jax.Array:
     return plies
 
 
+def random_openings(key: jax.Array, batch: int, most: int) -> tuple[env.State, jax.Array]:
+    """B positions after k ~ U{0..most} uniformly random moves, none ending the game.
+
+    Returns:
+        ``(state [B], k [B] int32)``: the positions and the moves played in each.
+        A random move that would end the game is drawn again (the loop runs
+        ``most + 4`` rounds, so a board where that keeps happening can come out
+        with fewer than k moves: ``k`` counts the moves played).
+    """
+    count_key, move_key = jax.random.split(key)
+    wanted = jax.random.randint(count_key, (batch,), 0, most + 1)
+
+    def play(round_key, carry):
+        state, played = carry
+        action = _uniform_legal(round_key, env.legal_action_mask(state))
+        after = env.step(state, action)
+        go = (played < wanted) & ~after.terminated
+        state = jax.tree.map(lambda new, old: jnp.where(go, new, old), after, state)
+        return (state, played + go), None
+
+    start = (env.init_batch(batch), jnp.zeros((batch,), jnp.int32))
+    (state, played), _ = jax.lax.scan(
+        lambda carry, k: play(k, carry), start, jax.random.split(move_key, most + 4))
+    return state, played
+
+
 def value_targets(results: jax.Array, player: jax.Array) -> jax.Array:
     """[...] float32 +1 / 0 / -1 for the player to move, given the game's winner."""
     return env.result_value(results, player)
@@ -212,7 +244,8 @@ def make_selfplay(
             SearchOutput`` with ``action [B]``, ``policy [B, A]`` and
             ``policy_value [B]`` (and the ``child_*`` fields, with ``evaluate_fn``).
         num_steps: T, moves each game advances per call.
-        random_opening_moves: K, each game opens with k ~ U{0..K} random moves.
+        random_opening_moves: K, each game opens with k ~ U{0..K} random moves
+            (played at once, unsearched, with ``opening_targets="drop"``).
         value_target_q: w in [0, 1], weight of the search value in the target.
         value_target_lambda: l in [0, 1), the search value in the target is the
             lambda-return of the game's search values (module doc; 0 = its own).
@@ -247,12 +280,20 @@ def make_selfplay(
     if capped and fast_search_fn is None:
         raise ValueError("full_search_fraction < 1 needs a fast_search_fn")
 
+    # Random openings played at once when a game starts (module doc), unsearched.
+    at_once = random_opening_moves > 0 and opening_targets == "drop"
+
     def selfplay(variables, key, sp_state: SelfPlayState):
         batch = sp_state.games.num_moves.shape[0]
-        fresh = env.init_batch(batch)
         reuse = evaluate_fn is not None
-        if reuse:  # the empty board's evaluation, for the games that restart
-            fresh_logits, fresh_value = evaluate_fn(variables, env.init_batch(1))
+        if at_once:  # the chunk's B openings, taken in turn by the games that start
+            key, openings_key = jax.random.split(key)
+            starts, start_moves = random_openings(openings_key, batch, random_opening_moves)
+        else:
+            starts = env.init_batch(1)
+            start_moves = jnp.zeros((1,), jnp.int32)  # drawn per game below instead
+        if reuse:  # the starts' evaluations, for the games that restart
+            start_logits, start_value = evaluate_fn(variables, starts)
 
         def root_of(games, roots):
             """The root evaluation: the carried one where every game has it."""
@@ -264,7 +305,7 @@ def make_selfplay(
             )
 
         def move(carry, step_key):
-            games, opening, roots = carry
+            games, opening, roots, started = carry
             if capped:
                 search_key, random_key, opening_key, cap_key = jax.random.split(step_key, 4)
                 full = jax.random.uniform(cap_key) < full_search_fraction
@@ -281,20 +322,25 @@ def make_selfplay(
             else:
                 out = search_fn(variables, search_key, games, **root_eval)
             random = games.num_moves < opening
+            if at_once:  # the random moves were played when the game started
+                random = jnp.zeros_like(random)
             random_action = _uniform_legal(random_key, env.legal_action_mask(games))
             action = jnp.where(random, random_action, out.action)
             after = env.step(games, action)
-            if reuse:  # the evaluation of ``after`` the search made, or the empty board's
+            restart = after.terminated
+            # The start each restarting game takes: the next of the chunk's openings.
+            index = (started + jnp.cumsum(restart) - 1) % start_moves.shape[0]
+            started = started + restart.sum()
+            if reuse:  # the evaluation of ``after`` the search made, or its start's
                 played = action[:, None]
-                restart = after.terminated
                 roots = (
                     jnp.where(
                         restart[:, None],
-                        fresh_logits,
+                        start_logits[index],
                         jnp.take_along_axis(out.child_logits, played[:, :, None], axis=1)[:, 0],
                     ),
                     jnp.where(
-                        restart, fresh_value[0],
+                        restart, start_value[index],
                         jnp.take_along_axis(out.child_value, played, axis=1)[:, 0],
                     ),
                     restart | jnp.take_along_axis(out.child_expanded, played, axis=1)[:, 0],
@@ -310,11 +356,15 @@ def make_selfplay(
                 full=jnp.broadcast_to(full, (batch,)),
             )
             games = jax.tree.map(
-                lambda new, old: jnp.where(after.terminated, new, old), fresh, after
+                lambda new, old: jnp.where(restart, new[index], old), starts, after
             )
-            new_opening = jax.random.randint(opening_key, (batch,), 0, random_opening_moves + 1)
-            opening = jnp.where(after.terminated, new_opening, opening)
-            return (games, opening, roots), (record, after.num_moves)
+            if at_once:
+                new_opening = start_moves[index]
+            else:
+                new_opening = jax.random.randint(
+                    opening_key, (batch,), 0, random_opening_moves + 1)
+            opening = jnp.where(restart, new_opening, opening)
+            return (games, opening, roots, started), (record, after.num_moves, new_opening)
 
         keys = jax.random.split(key, num_steps)
         # No evaluation carried into a chunk: the network changed since the last one.
@@ -323,8 +373,8 @@ def make_selfplay(
             jnp.zeros((batch,), jnp.float32),
             jnp.zeros((batch,), bool),
         )
-        (games, opening, _), (chunk, lengths) = jax.lax.scan(
-            move, (sp_state.games, sp_state.opening, roots), keys
+        (games, opening, _, _), (chunk, lengths, openings) = jax.lax.scan(
+            move, (sp_state.games, sp_state.opening, roots, jnp.int32(0)), keys
         )
         window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), sp_state.tail, chunk)
         results = game_results(window.done, window.winner)  # [L + T, B]
@@ -333,10 +383,12 @@ def make_selfplay(
         trained = jnp.ones_like(tainted) if opening_targets == "search" else ~tainted
         ready = window.valid & known & trained & window.full
 
-        # The running games' positions are the last num_moves rows of the window.
+        # The running games' positions are the last rows of the window: num_moves
+        # of them, less the random moves played at once (never searched).
+        searched_moves = games.num_moves - opening if at_once else games.num_moves
         slot = jnp.arange(TAIL)[:, None]
         new_tail = jax.tree.map(lambda x: x[-TAIL:], window)
-        new_tail = new_tail.replace(valid=slot >= TAIL - games.num_moves[None, :])
+        new_tail = new_tail.replace(valid=slot >= TAIL - searched_moves[None, :])
         window_len = window.valid.shape[0]
         carried = jnp.zeros_like(window.valid).at[window_len - TAIL :].set(new_tail.valid)
         discarded = window.valid & ~known & ~carried
@@ -368,6 +420,7 @@ def make_selfplay(
             "positions_added": ready.sum(),
             "discarded_fraction": discarded.sum() / searched,
             "random_move_fraction": chunk.random.sum() / searched,
+            "opening_moves": jnp.sum(openings * chunk.done) / denominator,
             "full_search_fraction": chunk.full.sum() / searched,
         }
         new_state = SelfPlayState(games=games, tail=new_tail, opening=opening)

@@ -176,43 +176,64 @@ def test_randomised_marks_positions_up_to_the_last_random_move_of_their_game():
     )
 
 
-def test_random_openings_are_played_and_never_trained_on():
-    _, out = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3)
-    random = np.mean([m["random_move_fraction"] for _, _, m in out[1:]])
-    assert 0.05 < random < 0.4  # k ~ U{0..3} random moves in games of ~7-12 moves
-    for positions, valid, metrics in out:
-        assert metrics["discarded_fraction"] == 0
-        # After the random moves the scripted players (x: column 1, o: column 2)
-        # finish the game, so every trained position's game still ends in a win.
-        assert set(np.unique(np.asarray(positions.value)[valid])) <= {-1.0, 1.0}
-    # Fewer positions are trained on than searched: the random prefixes are left out.
-    trained = sum(v.sum() for _, v, _ in out)
-    finished = sum(m["games_finished"] for _, _, m in out)
-    assert 0 < trained < 8 * 6 * 16
-    assert finished > 0
+def test_random_openings_play_k_moves_that_end_no_game():
+    state, k = selfplay.random_openings(jax.random.key(0), 1024, 12)
+    k = np.asarray(k)
+    np.testing.assert_array_equal(np.asarray(state.num_moves), k)
+    assert not np.asarray(state.terminated).any()  # a move that would win is drawn again
+    counts = np.bincount(k, minlength=13)
+    assert len(counts) == 13 and counts.min() > 1024 / 13 / 2  # k ~ U{0..12}
+    boards = np.stack([state.own_lo, state.own_hi, state.all_lo, state.all_hi], axis=1)
+    assert len(np.unique(boards, axis=0)) > 600  # varied positions, not a few lines
+
+
+def test_random_openings_are_played_at_once_unsearched_and_never_trained_on():
+    searched = 8 * 6 * 16  # moves x chunks x games, every one a search
+    runs = {}
+    for targets in ("drop", "search"):
+        sp, out = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3,
+                       opening_targets=targets)
+        for positions, valid, metrics in out:
+            assert metrics["discarded_fraction"] == 0
+            if targets == "drop":
+                # After the random moves the scripted players (x: column 1, o: column
+                # 2) finish the game, so every trained position's game ends in a win.
+                assert set(np.unique(np.asarray(positions.value)[valid])) <= {-1.0, 1.0}
+        waiting = int(np.asarray(sp.tail.valid).sum())  # positions of the running games
+        runs[targets] = (sum(v.sum() for _, v, _ in out) + waiting, out)
+    # By default no search goes to a random move: every searched position is trained
+    # on once its game ends. Searched one a step, a fifth or so of the searches are
+    # the random moves (trained on here with the search targets).
+    trained, out = runs["drop"]
+    assert trained == searched
+    assert all(m["random_move_fraction"] == 0 for _, _, m in out)
+    opening = np.mean([m["opening_moves"] for _, _, m in out[1:]])
+    assert 0.8 < opening < 2.2  # k ~ U{0..3}
+    _, slow = runs["search"]
+    random = np.mean([m["random_move_fraction"] for _, _, m in slow[1:]])
+    assert 0.05 < random < 0.4
 
 
 def test_opening_targets_search_trains_on_the_random_prefixes_with_the_search_targets():
-    # The same games (same keys) with the random prefixes dropped, then kept.
-    _, dropped = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3)
-    _, kept = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3,
+    sp, out = _run(num_steps=8, chunks=6, batch=16, random_opening_moves=3,
                    opening_targets="search")
-    extra = 0
-    for (p_drop, v_drop, _), (p_keep, v_keep, m_keep) in zip(dropped, kept, strict=True):
-        assert (v_drop <= v_keep).all()  # every position trained on before still is
-        assert m_keep["positions_added"] == v_keep.sum()
-        player = np.asarray(p_keep.state.current_player)
-        value = np.asarray(p_keep.value)
-        new = v_keep & ~v_drop
-        extra += new.sum()
-        # the prefixes: value target = the scripted search value (+0.5 / -0.5)
-        np.testing.assert_allclose(value[new], np.where(player[new] == 0, 0.5, -0.5))
+    prefixes = 0
+    for positions, valid, metrics in out:
+        assert metrics["positions_added"] == valid.sum()
+        player = np.asarray(positions.state.current_player)[valid]
+        value = np.asarray(positions.value)[valid]
+        # The prefixes: value target = the scripted search value (+0.5 / -0.5); the
+        # others keep the game result (+1 / -1).
+        prefix = np.abs(value) == 0.5
+        prefixes += prefix.sum()
+        np.testing.assert_allclose(value[prefix], np.where(player[prefix] == 0, 0.5, -0.5))
+        assert set(np.unique(np.abs(value))) <= {0.5, 1.0}
         # and the search policy as the policy target (the scripted one-hot move)
-        policy = np.asarray(p_keep.policy)[new]
-        np.testing.assert_allclose(policy.sum(-1), 1.0)
-        # the others keep the game result
-        np.testing.assert_allclose(value[v_drop], np.asarray(p_drop.value)[v_drop])
-    assert extra > 0
+        np.testing.assert_allclose(np.asarray(positions.policy)[valid].max(-1), 1.0)
+    assert prefixes > 0
+    # Every search is trained on once its game ends, the random moves' too.
+    waiting = int(np.asarray(sp.tail.valid).sum())
+    assert sum(v.sum() for _, v, _ in out) + waiting == 8 * 6 * 16
 
 
 def _scripted_fast(variables, key, state):
@@ -251,7 +272,8 @@ def test_opening_targets_must_be_drop_or_search():
         selfplay.make_selfplay(_scripted, num_steps=2, opening_targets="keep")
 
 
-def _counting_selfplay(algorithm, num_simulations, reuse, max_considered=7):
+def _counting_selfplay(algorithm, num_simulations, reuse, max_considered=7,
+                       opening_targets="drop"):
     """A real-network self-play whose network counts the positions it evaluates."""
     from c4jax.alphazero import config, network
 
@@ -269,15 +291,18 @@ def _counting_selfplay(algorithm, num_simulations, reuse, max_considered=7):
         max_num_considered_actions=max_considered)
     play = jax.jit(selfplay.make_selfplay(
         search.make_search(apply_fn, search_config), num_steps=12, random_opening_moves=4,
+        opening_targets=opening_targets,
         evaluate_fn=search.make_evaluate(apply_fn) if reuse else None))
     return play, variables, calls
 
 
-def test_roots_reuse_the_previous_searchs_evaluation():
+@pytest.mark.parametrize("opening_targets", ["drop", "search"])
+def test_roots_reuse_the_previous_searchs_evaluation(opening_targets):
     batch, steps, sims = 8, 12, 8
     results = {}
     for reuse in (False, True):
-        play, variables, calls = _counting_selfplay("gumbel", sims, reuse)
+        play, variables, calls = _counting_selfplay("gumbel", sims, reuse,
+                                                    opening_targets=opening_targets)
         sp = selfplay.init(batch)
         for chunk in range(3):
             calls.clear()
@@ -288,10 +313,12 @@ def test_roots_reuse_the_previous_searchs_evaluation():
         without, _, _, _ = results[False, chunk]
         with_reuse, positions, valid, metrics = results[True, chunk]
         # Without: a root and `sims` children per move. With: the root of the
-        # chunk's first move, the empty board once, then children only.
+        # chunk's first move, the starts once (by default the chunk's B openings;
+        # the empty board where the random moves are searched), then children only.
         assert without == [batch] * steps * (sims + 1)
-        assert with_reuse == [1] + [batch] * (1 + steps * sims)
-        assert metrics["games_finished"] > 0  # restarts took the empty board's evaluation
+        starts = [batch] if opening_targets == "drop" else [1]
+        assert with_reuse == sorted(starts + [batch] * (1 + steps * sims))
+        assert metrics["games_finished"] > 0  # restarts took their start's evaluation
         # The same games: the carried evaluations are the ones the network gives.
         _, p_without, v_without, _ = results[False, chunk]
         np.testing.assert_array_equal(valid, v_without)
@@ -300,10 +327,12 @@ def test_roots_reuse_the_previous_searchs_evaluation():
 
 
 def test_a_root_the_search_did_not_expand_falls_back_to_the_network():
-    # Gumbel considering 2 of 7 moves: a random opening move (in the games that
-    # restart) often plays an unexpanded child, and then the next root runs the network.
+    # Gumbel considering 2 of 7 moves: a random opening move searched (in the games
+    # that restart) often plays an unexpanded child, and then the next root runs the
+    # network.
     batch, steps, sims = 8, 12, 4
-    play, variables, calls = _counting_selfplay("gumbel", sims, True, max_considered=2)
+    play, variables, calls = _counting_selfplay("gumbel", sims, True, max_considered=2,
+                                                opening_targets="search")
     sp, roots, random = selfplay.init(batch), [], []
     for chunk in range(4):
         calls.clear()
