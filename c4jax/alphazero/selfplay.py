@@ -17,9 +17,10 @@ Two options widen what the network learns from:
   random moves are played at once when a game starts (``random_openings``),
   so no search is spent on them (about a fifth of the searches with K = 12).
   The random moves end no game (a move that would is drawn again). A chunk
-  draws B openings when it starts and evaluates them once (for the roots, see
-  below); the games that start in it take them in turn (after B starts in one
-  chunk, again from the first). With ``opening_targets="search"`` the random
+  draws R = 2 openings for each of its B game slots when it starts and
+  evaluates them once (for the roots, see below); a slot's games that start in
+  the chunk take its openings in turn (a third start in one chunk takes the
+  first again), so no slot reads another's. With ``opening_targets="search"`` the random
   moves are played one a step, searched, and trained on: the search policy is
   the policy target and the search value (``policy_value``) the value target.
 * ``value_target_q = w``: the value target is ``(1 - w) z + w q``, with ``z``
@@ -48,8 +49,8 @@ Two options widen what the network learns from:
 Given the search's root evaluation (``evaluate_fn``), a move's root reuses the
 network's evaluation of its position that the previous move's search already
 made when it expanded the move played (``SearchOutput.child_logits``); games
-that restart take their opening's (or the empty board's), evaluated once per chunk. The network is
-fixed within a chunk, so this is the same evaluation (to float rounding). The
+that restart take their opening's (or the empty board's), evaluated once per
+chunk. The network is fixed within a chunk, so this is the same evaluation (to float rounding). The
 root runs the network only where some game has none: at a chunk's first move,
 or after a move the search did not expand (PUCT; Gumbel considering fewer
 moves than are legal). With Gumbel and all moves considered that saves T - 1
@@ -67,6 +68,7 @@ from flax import struct
 from c4jax import env, replay
 
 TAIL = env.NUM_CELLS  # L: an unfinished game has at most 41 positions
+OPENINGS_PER_SLOT = 2  # R: random openings drawn a game slot a chunk (module doc)
 _UNKNOWN = -2  # result of a game that has not ended yet
 
 
@@ -286,14 +288,29 @@ def make_selfplay(
     def selfplay(variables, key, sp_state: SelfPlayState):
         batch = sp_state.games.num_moves.shape[0]
         reuse = evaluate_fn is not None
-        if at_once:  # the chunk's B openings, taken in turn by the games that start
+        if at_once:  # R openings a game slot, taken in turn by the slot's games that start
             key, openings_key = jax.random.split(key)
-            starts, start_moves = random_openings(openings_key, batch, random_opening_moves)
-        else:
-            starts = env.init_batch(1)
-            start_moves = jnp.zeros((1,), jnp.int32)  # drawn per game below instead
-        if reuse:  # the starts' evaluations, for the games that restart
-            start_logits, start_value = evaluate_fn(variables, starts)
+            starts, start_moves = random_openings(
+                openings_key, OPENINGS_PER_SLOT * batch, random_opening_moves)
+        else:  # the empty board (the random moves, if any, are searched one a step)
+            starts, start_moves = env.init_batch(1), jnp.zeros((1,), jnp.int32)
+        starts_eval = evaluate_fn(variables, starts) if reuse else ()
+        pool = (starts, start_moves, starts_eval)
+
+        def start_of(started):
+            """The start of each slot's next game: [B] positions, their random moves,
+            and their (logits [B, A], value [B]) where evaluated."""
+            if not at_once:
+                return jax.tree.map(lambda x: jnp.broadcast_to(x[0], (batch,) + x.shape[1:]),
+                                    pool)
+            turn = started % OPENINGS_PER_SLOT  # [B]
+
+            def take(x):  # [R * B, ...] -> this turn's [B, ...], each slot its own
+                x = x.reshape((OPENINGS_PER_SLOT, batch) + x.shape[1:])
+                index = turn.reshape((1, batch) + (1,) * (x.ndim - 2))
+                return jnp.take_along_axis(x, index, axis=0)[0]
+
+            return jax.tree.map(take, pool)
 
         def root_of(games, roots):
             """The root evaluation: the carried one where every game has it."""
@@ -328,19 +345,18 @@ def make_selfplay(
             action = jnp.where(random, random_action, out.action)
             after = env.step(games, action)
             restart = after.terminated
-            # The start each restarting game takes: the next of the chunk's openings.
-            index = (started + jnp.cumsum(restart) - 1) % start_moves.shape[0]
-            started = started + restart.sum()
+            new_games, new_moves, new_eval = start_of(started)
+            started = started + restart
             if reuse:  # the evaluation of ``after`` the search made, or its start's
                 played = action[:, None]
                 roots = (
                     jnp.where(
                         restart[:, None],
-                        start_logits[index],
+                        new_eval[0],
                         jnp.take_along_axis(out.child_logits, played[:, :, None], axis=1)[:, 0],
                     ),
                     jnp.where(
-                        restart, start_value[index],
+                        restart, new_eval[1],
                         jnp.take_along_axis(out.child_value, played, axis=1)[:, 0],
                     ),
                     restart | jnp.take_along_axis(out.child_expanded, played, axis=1)[:, 0],
@@ -355,11 +371,9 @@ def make_selfplay(
                 search_value=out.policy_value,
                 full=jnp.broadcast_to(full, (batch,)),
             )
-            games = jax.tree.map(
-                lambda new, old: jnp.where(restart, new[index], old), starts, after
-            )
+            games = jax.tree.map(lambda new, old: jnp.where(restart, new, old), new_games, after)
             if at_once:
-                new_opening = start_moves[index]
+                new_opening = new_moves
             else:
                 new_opening = jax.random.randint(
                     opening_key, (batch,), 0, random_opening_moves + 1)
@@ -374,7 +388,8 @@ def make_selfplay(
             jnp.zeros((batch,), bool),
         )
         (games, opening, _, _), (chunk, lengths, openings) = jax.lax.scan(
-            move, (sp_state.games, sp_state.opening, roots, jnp.int32(0)), keys
+            move, (sp_state.games, sp_state.opening, roots, jnp.zeros((batch,), jnp.int32)),
+            keys
         )
         window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), sp_state.tail, chunk)
         results = game_results(window.done, window.winner)  # [L + T, B]

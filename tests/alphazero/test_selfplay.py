@@ -313,10 +313,11 @@ def test_roots_reuse_the_previous_searchs_evaluation(opening_targets):
         without, _, _, _ = results[False, chunk]
         with_reuse, positions, valid, metrics = results[True, chunk]
         # Without: a root and `sims` children per move. With: the root of the
-        # chunk's first move, the starts once (by default the chunk's B openings;
-        # the empty board where the random moves are searched), then children only.
+        # chunk's first move, the starts once (by default the chunk's R openings a
+        # game slot; the empty board where the random moves are searched), then
+        # children only.
         assert without == [batch] * steps * (sims + 1)
-        starts = [batch] if opening_targets == "drop" else [1]
+        starts = [selfplay.OPENINGS_PER_SLOT * batch] if opening_targets == "drop" else [1]
         assert with_reuse == sorted(starts + [batch] * (1 + steps * sims))
         assert metrics["games_finished"] > 0  # restarts took their start's evaluation
         # The same games: the carried evaluations are the ones the network gives.
