@@ -1,8 +1,13 @@
 """Several runs' strength curves in one figure: mean solver mistake rate against
-training wall time, one line per run (the JSON files of ``bench.strength_curve``).
+training wall time, one line per run. Reads the JSON files of
+``bench.strength_curve`` and of ``bench.time_to_strength`` (its targets are drawn
+as dotted lines).
 
     python -m bench.compare_curves bench/results/strength/curve_C_*.json \
         bench/results/strength/curve_D_*.json --label C --label D --out OUT.png
+    python -m bench.compare_curves bench/results/time_to_strength/cpu_before.json \
+        bench/results/time_to_strength/cpu_after.json --label before --label after \
+        --out OUT.png
 """
 
 from __future__ import annotations
@@ -15,23 +20,54 @@ from pathlib import Path
 
 def mean_rate(row: dict) -> float:
     """Mean mistake rate (%) over the sets of one evaluated checkpoint."""
+    if "mean" in row:  # time_to_strength: rates in % already
+        return float(row["mean"])
     rates = [r["mistake_rate"] for r in row["results"].values()]
     return 100 * sum(rates) / len(rates)
 
 
+def curve(data: dict) -> tuple[list[float], list[float]]:
+    """``(minutes, mean %)`` of the evaluated checkpoints of one file, in time order.
+
+    Raises:
+        ValueError: none of its rows has a time; KeyError: a row without rates.
+    """
+    points = []
+    for row in data["rows"]:
+        minutes = row["seconds"] / 60 if "seconds" in row else row.get("minutes")
+        if minutes is not None:
+            points.append((minutes, mean_rate(row)))
+    if not points:
+        raise ValueError("no evaluated checkpoint with a time")
+    points.sort()
+    return [m for m, _ in points], [r for _, r in points]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("curves", nargs="+", type=Path, help="strength_curve JSON files")
+    parser.add_argument("curves", nargs="+", type=Path,
+                        help="strength_curve or time_to_strength JSON files")
     parser.add_argument(
         "--label", action="append", default=None, help="one per file, in order (repeat the flag)"
     )
     parser.add_argument("--title", default="Mean mistake rate on the six Pons sets")
+    parser.add_argument("--xlabel", default="training wall time (minutes)",
+                        help="say here how the runs shared the machine, if they did")
     parser.add_argument("--out", type=Path, required=True, help="PNG path")
     args = parser.parse_args(argv)
     labels = args.label or [p.stem for p in args.curves]
     if len(labels) != len(args.curves):
         print(f"error: --label: {len(labels)} for {len(args.curves)} files", file=sys.stderr)
         return 2
+    records = []
+    for path in args.curves:
+        try:
+            data = json.loads(path.read_text())
+            records.append((data, curve(data)))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"error: {path}: not a strength_curve or time_to_strength file ({e})",
+                  file=sys.stderr)
+            return 2
 
     import matplotlib
 
@@ -39,13 +75,16 @@ def main(argv=None) -> int:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for path, label in zip(args.curves, labels, strict=True):
-        data = json.loads(path.read_text())
-        rows = [r for r in data["rows"] if r.get("minutes") is not None]
-        ax.plot([r["minutes"] for r in rows], [mean_rate(r) for r in rows], "o-", label=label)
-        sims = data.get("sims")
-    ax.set_xlabel("training wall time (minutes; two runs shared the 2 CPU cores)")
-    ax.set_ylabel(f"mean solver mistake rate (%), {sims} simulations")
+    sims, targets = set(), set()
+    for (data, (minutes, rates)), label in zip(records, labels, strict=True):
+        ax.plot(minutes, rates, "o-", label=label)
+        sims.add(data.get("sims"))
+        targets.update(float(t) for t in (data.get("targets") or {}))
+    for target in sorted(targets):
+        ax.axhline(target, color="gray", linestyle=":", linewidth=1)
+    ax.set_xlabel(args.xlabel)
+    ax.set_ylabel("mean solver mistake rate (%)"
+                  + (f", {sims.pop()} simulations" if len(sims) == 1 and None not in sims else ""))
     ax.set_title(args.title)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
