@@ -338,11 +338,13 @@ def make_selfplay(
                 )
             else:
                 out = search_fn(variables, search_key, games, **root_eval)
-            random = games.num_moves < opening
             if at_once:  # the random moves were played when the game started
-                random = jnp.zeros_like(random)
-            random_action = _uniform_legal(random_key, env.legal_action_mask(games))
-            action = jnp.where(random, random_action, out.action)
+                random = jnp.zeros((batch,), bool)
+                action = out.action
+            else:
+                random = games.num_moves < opening
+                random_action = _uniform_legal(random_key, env.legal_action_mask(games))
+                action = jnp.where(random, random_action, out.action)
             after = env.step(games, action)
             restart = after.terminated
             new_games, new_moves, new_eval = start_of(started)

@@ -98,7 +98,8 @@ class Trainer:
         self.search_fn = search.make_search(self.apply_fn, config.search)
         # The schedule's length is an argument of the step; the state's structure
         # does not depend on it (``init`` below).
-        self.optimizer = learner.make_optimizer(config.train, config.train.num_iterations)
+        self.optimizer = learner.make_optimizer(
+            config.train, config.train.num_iterations * config.train.sgd_steps)
         self._selfplay = selfplay.make_selfplay(
             self.search_fn,
             num_steps=config.train.selfplay_steps,

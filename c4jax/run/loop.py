@@ -114,6 +114,7 @@ def run_iterations(
     say: Callable[..., None],
     stop_after: int | None = None,
     to_checkpoint: Callable[[Any], Any] = lambda state: state,
+    compiled: bool = False,
 ) -> dict:
     """Runs iterations ``step + 1 .. total`` of a run.
 
@@ -135,6 +136,8 @@ def run_iterations(
         say: prints what the run does (a no-op when quiet).
         stop_after: stop as a signal would after this many iterations (tests).
         to_checkpoint: the state as it is saved (e.g. the replay buffer in slot order).
+        compiled: the iteration is compiled already (a time budget timed it), so
+            the first iteration does not wait for a compile and none is announced.
 
     Returns:
         ``step``, the last ``metrics`` and ``eval``, ``state``, ``done``
@@ -175,7 +178,7 @@ def run_iterations(
     )
     with stop:
         try:
-            if log is not None:
+            if log is not None and not compiled:
                 log.compiling("compiling the training step (the first iteration waits for it)...")
             while step < total:
                 t0 = time.perf_counter()

@@ -175,6 +175,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
     except BaseException:
         manager.close()
         raise
+    fitted = act is not None  # the time budget ran (and so compiled) the iteration
     total = config.train.num_iterations
     summary = {"step": step, "workdir": str(workdir), "metrics": {}, "eval": {},
                "state": state, "done": 0, "interrupted": False}
@@ -222,7 +223,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
         checkpoint_every=config.checkpoint_every, log=log,
         positions_per_iteration=config.train.selfplay_batch * config.train.selfplay_steps,
         resume_hint=_resume_hint(workdir), say=say, stop_after=stop_after,
-        to_checkpoint=run.to_checkpoint,
+        to_checkpoint=run.to_checkpoint, compiled=fitted,
     ))
     return summary
 
