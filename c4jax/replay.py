@@ -106,8 +106,29 @@ def add(
     )
 
 
+def window_size(searched: jax.Array, start: int, power: float) -> jax.Array:
+    """How many of the newest positions a growing replay window spans.
+
+    KataGo's sublinear window: all ``searched`` positions while there are at
+    most ``start`` of them, then ``start * (searched / start) ** power``, so the
+    window keeps growing but the share of old data it holds shrinks.
+
+    Args:
+        searched: [] int, positions searched so far in the run (N).
+        start: the window's size where it starts growing more slowly (> 0).
+        power: in (0, 1]; 1 is the whole history.
+
+    Returns:
+        [] int32, at least 1.
+    """
+    n = jnp.maximum(jnp.asarray(searched, jnp.float32), 1.0)
+    grown = start * (n / start) ** power
+    return jnp.maximum(jnp.where(n <= start, n, grown), 1.0).astype(jnp.int32)
+
+
 def sample(
-    buffer: ReplayBuffer, key: jax.Array, batch_size: int, *, mirror: bool = True
+    buffer: ReplayBuffer, key: jax.Array, batch_size: int, *, mirror: bool = True,
+    window: jax.Array | None = None,
 ) -> Minibatch:
     """Draws ``batch_size`` filled slots uniformly (with replacement).
 
@@ -117,11 +138,16 @@ def sample(
         batch_size: B.
         mirror: reflect each example left-right (board and policy) with
             probability 1/2.
+        window: [] int, draw only from the newest ``window`` positions (all
+            filled slots when it is larger, or when None).
 
     Returns:
         A ``Minibatch`` of B examples.
     """
-    return _draw(buffer.data, buffer.size, key, batch_size, mirror)
+    if window is None:
+        return _draw(buffer.data, buffer.size, key, batch_size, mirror)
+    return _draw(buffer.data, buffer.size, key, batch_size, mirror,
+                 newest=(buffer.insert, window))
 
 
 def sample_shard(
@@ -133,6 +159,8 @@ def sample_shard(
     batch_size: int,
     *,
     mirror: bool = True,
+    insert: jax.Array | None = None,
+    window: jax.Array | None = None,
 ) -> Minibatch:
     """``sample`` within one shard of a buffer written with ``add(..., shards=S)``.
 
@@ -144,19 +172,39 @@ def sample_shard(
         key: PRNG key (its own per shard).
         batch_size: examples drawn from this shard.
         mirror: as in ``sample``.
+        insert: [] int32 the whole buffer's ``insert``; needed with ``window``.
+        window: [] int, as in ``sample``: the shard draws from its share of the
+            newest ``window`` positions (``ceil(window / S)`` of its rows).
 
     Returns:
         A ``Minibatch`` of ``batch_size`` examples, uniform over the filled rows
         of the shard (their counts differ by at most one between shards).
     """
     filled = size // shards + (shard < size % shards).astype(size.dtype)
-    return _draw(data, filled, key, batch_size, mirror)
+    if window is None:
+        return _draw(data, filled, key, batch_size, mirror)
+    if insert is None:
+        raise ValueError("sample_shard: a window needs the buffer's insert")
+    # The shard's next row to write: how many slots below `insert` it holds.
+    local_insert = (insert - shard + shards - 1) // shards
+    local_window = (window + shards - 1) // shards
+    return _draw(data, filled, key, batch_size, mirror, newest=(local_insert, local_window))
 
 
-def _draw(data: Positions, filled: jax.Array, key, batch_size: int, mirror: bool) -> Minibatch:
-    """B examples drawn uniformly from rows ``[0, filled)`` of ``data``."""
+def _draw(data: Positions, filled: jax.Array, key, batch_size: int, mirror: bool,
+          newest: tuple[jax.Array, jax.Array] | None = None) -> Minibatch:
+    """B examples drawn uniformly from rows ``[0, filled)`` of ``data``; with
+    ``newest = (insert, window)``, from the ``min(window, filled)`` rows written
+    last before row ``insert`` (wrapping)."""
     index_key, mirror_key = jax.random.split(key)
-    index = jax.random.randint(index_key, (batch_size,), 0, jnp.maximum(filled, 1))
+    if newest is None:
+        index = jax.random.randint(index_key, (batch_size,), 0, jnp.maximum(filled, 1))
+    else:
+        insert, window = newest
+        rows = jax.tree.leaves(data)[0].shape[0]
+        span = jnp.clip(window, 1, jnp.maximum(filled, 1))
+        back = jax.random.randint(index_key, (batch_size,), 0, span)
+        index = (insert - 1 - back) % rows
     picked = jax.tree.map(lambda x: x[index], data)
     obs = env.observe(picked.state)
     policy = picked.policy

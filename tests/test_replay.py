@@ -98,3 +98,39 @@ def test_one_shard_samples_as_the_whole_buffer_does():
     whole = replay.sample(buf, jax.random.key(3), 16)
     shard = replay.sample_shard(buf.data, buf.size, jnp.int32(0), 1, jax.random.key(3), 16)
     chex.assert_trees_all_equal(whole, shard)
+
+
+def test_a_window_draws_only_the_newest_positions_across_the_wrap():
+    """C = 5 after 7 positions (1..7) holds 3..7 with 6, 7 wrapped to the front;
+    a window of 3 draws from 5, 6, 7 only, and each of them."""
+    buf = replay.add(replay.init(5), _positions([1, 2, 3, 4]), jnp.ones(4, bool))
+    buf = replay.add(buf, _positions([5, 6, 7]), jnp.ones(3, bool))
+    batch = replay.sample(buf, jax.random.key(0), 512, window=jnp.int32(3))
+    assert set(np.asarray(batch.value).tolist()) == {5.0, 6.0, 7.0}
+    wide = replay.sample(buf, jax.random.key(0), 512, window=jnp.int32(1000))
+    assert set(np.asarray(wide.value).tolist()) == {3.0, 4.0, 5.0, 6.0, 7.0}
+    young = replay.add(replay.init(8), _positions([1, 2, 3]), jnp.ones(3, bool))
+    newest = replay.sample(young, jax.random.key(1), 256, window=jnp.int32(2))
+    assert set(np.asarray(newest.value).tolist()) == {2.0, 3.0}  # never an empty slot
+
+
+def test_each_shard_draws_its_share_of_the_window():
+    """S = 2, C = 8 after 11 positions (10..20): slots 8..10 (values 18, 19, 20)
+    have wrapped over 10, 11, 12. A window of 4 is 17..20: shard 0 holds 18 and 20
+    of them, shard 1 holds 17 and 19."""
+    buf = replay.add(replay.init(8), _positions(list(range(10, 21))[:8]), jnp.ones(8, bool),
+                     shards=2)
+    buf = replay.add(buf, _positions([18, 19, 20]), jnp.ones(3, bool), shards=2)
+    drawn = []
+    for shard in range(2):
+        rows = jax.tree.map(lambda x, s=shard: x[4 * s: 4 * s + 4], buf.data)
+        batch = replay.sample_shard(rows, buf.size, jnp.int32(shard), 2, jax.random.key(shard),
+                                    256, insert=buf.insert, window=jnp.int32(4))
+        drawn.append(set(np.asarray(batch.value).tolist()))
+    assert drawn == [{18.0, 20.0}, {17.0, 19.0}]
+
+
+def test_the_window_grows_with_the_run_but_ever_more_slowly():
+    sizes = [int(replay.window_size(jnp.int32(n), 100, 0.5)) for n in (0, 40, 100, 400, 10_000)]
+    assert sizes == [1, 40, 100, 200, 1000]  # N, then 100 * (N / 100) ** 0.5
+    assert int(replay.window_size(jnp.int32(5000), 100, 1.0)) == 5000  # power 1: everything

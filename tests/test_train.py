@@ -365,10 +365,10 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
 @pytest.mark.slow
 def test_strength_options_run_on_the_tiny_preset(tmp_path):
     """Random openings, the mixed value target (lambda-returns), length shaping, playout cap
-    randomization, the one-cycle schedule, another evaluation move and the
-    Gumbel noise's cut-off, together."""
+    randomization, the one-cycle schedule, a growing replay window, another
+    evaluation move and the Gumbel noise's cut-off, together."""
     cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5,
-                value_target_lambda=0.5, value_length_shaping=0.3,
+                value_target_lambda=0.5, value_length_shaping=0.3, replay_window=100,
                 full_search_fraction=0.5, fast_search_simulations=2, lr_schedule="onecycle")
     cfg = dataclasses.replace(
         cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy", gumbel_noise_moves=6)

@@ -93,6 +93,13 @@ class TrainConfig:
     """Moves each game advances per iteration (T)."""
     replay_capacity: int = schema.field(65536, ge=1)
     """Positions kept in the replay buffer."""
+    replay_window: int = schema.field(0, ge=0, note="0 = off")
+    """A replay window that grows with the run (KataGo): SGD draws only from the newest
+    W positions, W = N, the positions searched so far, while N <= this, then
+    this * (N / this) ** replay_window_power (and never more than the buffer holds);
+    0 = off: the whole buffer."""
+    replay_window_power: float = schema.field(0.75, gt=0, le=1)
+    """How fast the replay window grows past replay_window (1: the whole history)."""
     minibatch_size: int = schema.field(256, ge=1)
     """Positions per SGD step; must divide by the device count."""
     sgd_steps: int = schema.field(32, ge=1)

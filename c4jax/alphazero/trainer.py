@@ -214,13 +214,14 @@ class Trainer:
 
     def learn(
         self, learner_state: learner.LearnerState, buffer: replay.ReplayBuffer, key: jax.Array,
-        num_iterations: int | jax.Array | None = None,
+        num_iterations: int | jax.Array | None = None, window: jax.Array | None = None,
     ) -> tuple[learner.LearnerState, dict]:
         """K SGD steps on minibatches sampled from ``buffer``: the second part of ``iteration``.
 
         Pure and traceable. Metrics are the means over the K steps ([] arrays).
         ``num_iterations`` ([] int32, default the config's) is the run's length, which
-        the learning-rate schedule spans.
+        the learning-rate schedule spans. ``window`` ([] int32, default the whole
+        buffer) limits the draws to the newest positions (``replay.sample``).
         With S > 1 replay shards, device d draws its B / S examples from its
         own rows with the key ``fold_in(sgd_key, d)``; with one, the whole
         minibatch is drawn with ``sgd_key`` itself.
@@ -232,23 +233,25 @@ class Trainer:
         batch_sharding = NamedSharding(self.mesh, P(DATA_AXIS))
         shards = self.replay_shards
 
-        def sample_shard(data, size, key):  # one device's rows -> its part of the minibatch
+        def sample_shard(data, size, insert, window, key):  # one device's rows -> its part
             shard = jax.lax.axis_index(DATA_AXIS)
             return replay.sample_shard(
                 data, size, shard, shards, jax.random.fold_in(key, shard),
                 t.minibatch_size // shards, mirror=t.mirror_augment,
+                insert=None if window is None else insert, window=window,
             )
 
         sample_local = jax.shard_map(
-            sample_shard, mesh=self.mesh, in_specs=(P(DATA_AXIS), P(), P()),
+            sample_shard, mesh=self.mesh, in_specs=(P(DATA_AXIS), P(), P(), P(), P()),
             out_specs=P(DATA_AXIS),
         )
 
         def sgd(learner_state, sgd_key, buffer, total_steps):
             if shards > 1:
-                batch = sample_local(buffer.data, buffer.size, sgd_key)
+                batch = sample_local(buffer.data, buffer.size, buffer.insert, window, sgd_key)
             else:
-                batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment)
+                batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment,
+                                      window=window)
                 batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
             return self._sgd_step(learner_state, batch, total_steps)
 
@@ -273,7 +276,12 @@ class Trainer:
         sp_state, buffer, sp_metrics = self.selfplay_chunk(
             players, play_key, state.selfplay, state.replay
         )
-        learned, learn_metrics = self.learn(state.learner, buffer, learn_key, num_iterations)
+        window = None
+        if t.replay_window:  # positions searched so far, this chunk's included
+            searched = (state.step + 1) * (t.selfplay_batch * t.selfplay_steps)
+            window = replay.window_size(searched, t.replay_window, t.replay_window_power)
+        learned, learn_metrics = self.learn(state.learner, buffer, learn_key, num_iterations,
+                                            window)
         # A select, not lax.cond: XLA:CPU is slow on gradients inside a cond
         # branch too. Only the first iterations, before any game ends, discard.
         ready_to_learn = buffer.size >= max(t.min_replay_size, 1)

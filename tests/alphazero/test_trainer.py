@@ -14,10 +14,12 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import xla_env
 
+from c4jax import env, replay
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero import learner, trainer
 
@@ -88,6 +90,52 @@ def test_one_compiled_iteration_serves_every_run_length():
     assert run.iteration.jitted._cache_size() == 1
 
 
+def _filled(buffer, old: int, new: int):
+    """``buffer`` after ``old`` empty-board positions valued 0, then ``new`` valued 1."""
+    for count, value in ((old, 0.0), (new, 1.0)):
+        positions = replay.Positions(
+            state=env.init_batch(count), policy=jnp.full((count, env.NUM_ACTIONS), 1 / 7),
+            value=jnp.full((count,), value))
+        buffer = replay.add(buffer, positions, jnp.ones(count, bool))
+    return buffer
+
+
+def test_a_replay_window_trains_on_the_newest_positions_only():
+    """1000 positions valued 0, then the newest 64 valued 1: the untrained network
+    (values near 0) meets mostly the 0s in the whole buffer and only the 1s in a
+    window of 64, as its value loss shows."""
+    run = trainer.Trainer(_tiny(sgd_steps=2))
+    state = run.init(jax.random.key(0))
+    buffer = _filled(state.replay, 1000, 64)
+    losses = {}
+    for window in (None, jnp.int32(64)):
+        _, metrics = run.learn(state.learner, buffer, jax.random.key(1), window=window)
+        losses[window is None] = float(metrics["value_loss"])
+    assert losses[True] < 0.3 and losses[False] > 0.6, losses
+
+
+def test_the_iteration_widens_the_window_with_the_positions_searched():
+    """Iteration s + 1 (s done) has searched (s + 1) * B * T positions; the window
+    the SGD steps get is ``replay.window_size`` of that."""
+    run = trainer.Trainer(_tiny(replay_window=100, replay_window_power=0.5))
+    seen = []
+
+    def spy(learner_state, buffer, key, num_iterations, window):
+        seen.append(window)
+        return learner_state, {} if window is None else {"window": window.astype(jnp.float32)}
+
+    run.learn = spy
+    state = run.init(jax.random.key(0))
+    state = state.replace(step=jnp.int32(5), replay=_filled(state.replay, 10, 10))
+    _, metrics = jax.jit(run._iteration)(state, jax.random.key(0), jnp.int32(9))
+    chunk = 16 * 8  # the tiny preset's B * T
+    assert int(metrics["window"]) == int(replay.window_size(6 * chunk, 100, 0.5)) == 277
+    off = trainer.Trainer(_tiny())
+    off.learn = spy
+    jax.jit(off._iteration)(state, jax.random.key(0), jnp.int32(9))
+    assert seen[-1] is None  # off: the whole buffer, the sampling as before
+
+
 # Sizes chosen to be recognisable in the HLO: a minibatch of 48 rows, a
 # buffer of 3000 (1500 per device); self-play works on 16 games.
 _CHILD = """
@@ -123,7 +171,23 @@ in_order = np.asarray(ordered.replay.data.policy).sum(-1)
 back = run.from_checkpoint(ordered)
 same = all(np.array_equal(a, b) for a, b in zip(
     jax.tree.leaves(jax.device_get(back)), jax.tree.leaves(jax.device_get(state))))
+# A replay window on two devices: 1000 positions valued 0, then the newest 64 valued 1.
+from c4jax import env, replay
+import jax.numpy as jnp
+buffer = replay.init(cfg.train.replay_capacity)
+for count, value in ((1000, 0.0), (64, 1.0)):
+    buffer = replay.add(buffer, replay.Positions(
+        state=env.init_batch(count), policy=jnp.full((count, 7), 1 / 7),
+        value=jnp.full((count,), value)), jnp.ones(count, bool), shards=2)
+buffer = jax.device_put(buffer, run.shardings.replay)
+windowed = jax.jit(run.learn, in_shardings=(
+    run.shardings.learner, run.shardings.replay, jax.sharding.NamedSharding(run.mesh, jax.P()),
+    None, None))
+window_args = (state.learner, buffer, jax.random.key(1), 4, jnp.int32(64))
+window_ops = collectives(windowed.lower(*window_args).compile())
+window_loss = float(windowed(*window_args)[1]["value_loss"])
 print(json.dumps({
+    "window_learn": window_ops, "window_loss": window_loss,
     "devices": jax.device_count(), "shards": run.replay_shards,
     "learn": learn_ops, "iteration": iteration_ops, "size": size,
     "stored_prefix_filled": bool(np.allclose(stored[:size], 1)),
@@ -155,6 +219,14 @@ def test_sgd_steps_only_all_reduce(two_devices):
     collectives are all-reduces (gradients, batch statistics, metrics)."""
     kinds = {kind for kind, _ in two_devices["learn"]}
     assert kinds == {"all-reduce"}, two_devices["learn"]
+
+
+@pytest.mark.slow
+def test_each_device_draws_its_share_of_the_replay_window(two_devices):
+    """With a window of the newest 64 positions (valued 1) over 1000 older ones
+    (valued 0), both devices draw only the new ones, still without moving rows."""
+    assert two_devices["window_loss"] > 0.6
+    assert {kind for kind, _ in two_devices["window_learn"]} == {"all-reduce"}
 
 
 @pytest.mark.slow
