@@ -20,7 +20,6 @@ import copy
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -66,18 +65,6 @@ def iteration_key(seed: int, step: int | jax.Array) -> jax.Array:
     return jax.random.fold_in(run_keys(seed)[1], step)
 
 
-Jit = Callable[..., Any]
-"""``jit(fun, *, name, key, in_shardings, out_shardings, donate_argnums)``: how a
-trainer jits its iteration; ``name`` and ``key`` (the program's configuration, as
-text) let a store of traced programs (``c4jax.store.programs.stored_jit``) keep it."""
-
-
-def plain_jit(fun: Callable, *, name: str, key: str, **jit_kwargs):
-    """``jax.jit(fun, **jit_kwargs)``: the default ``Jit``, which keeps nothing."""
-    del name, key
-    return jax.jit(fun, **jit_kwargs)
-
-
 class Trainer:
     """Builds the pure functions of a run and their jitted, sharded forms.
 
@@ -88,7 +75,6 @@ class Trainer:
         apply_fn: ``apply_fn(variables, obs [B, H, W, 2]) -> (logits [B, A], value [B])``.
         search_fn: self-play search, ``search_fn(variables, key, state[B])``.
         init: jitted ``init(key) -> TrainState``, sharded.
-        jit: how ``iteration`` is jitted (``Jit``; default ``plain_jit``).
         iteration: ``iteration(TrainState, key) -> (TrainState, metrics)``, the
             jitted ``iteration.jitted(TrainState, key, num_iterations)`` with the
             config's ``train.num_iterations`` (an [] int32 argument, not a constant:
@@ -104,9 +90,8 @@ class Trainer:
             slot order (as checkpoints keep it), and back; the identity when S = 1.
     """
 
-    def __init__(self, config: Config, mesh: Mesh | None = None, *, jit: Jit | None = None):
+    def __init__(self, config: Config, mesh: Mesh | None = None):
         self.config = config
-        jit = plain_jit if jit is None else jit
         self.mesh = mesh if mesh is not None else make_mesh()
         self.network = network.make_network(config.network)
         self.apply_fn = network.make_apply_fn(self.network)
@@ -143,8 +128,8 @@ class Trainer:
         self.shardings = self._make_shardings(abstract)
         replicated = NamedSharding(self.mesh, P())
         self.init = jax.jit(self._init, out_shardings=self.shardings)
-        self.iteration = CountedIteration(jit(
-            self._iteration, name="iteration", key=repr(program_config(config)),
+        self.iteration = CountedIteration(jax.jit(
+            self._iteration,
             in_shardings=(self.shardings, replicated, replicated),
             out_shardings=(self.shardings, replicated),
             donate_argnums=0,
@@ -351,17 +336,7 @@ class Trainer:
         )
 
 
-def program_config(config: Config) -> Config:
-    """``config`` with every field its programs do not depend on set to one value
-    (see ``shared_trainer``): two configs build the same programs when these agree."""
-    return dataclasses.replace(
-        config, seed=0, eval=EvalConfig(gating=config.eval.gating), checkpoint_every=1,
-        keep_checkpoints=1,
-        train=dataclasses.replace(config.train, num_iterations=1, time_budget=""),
-    )
-
-
-def shared_trainer(config: Config, *, jit: Jit | None = None) -> Trainer:
+def shared_trainer(config: Config) -> Trainer:
     """``Trainer(config)`` on the default mesh, its jitted programs shared in this process
     with the earlier trainers of configs that build the same programs.
 
@@ -374,7 +349,12 @@ def shared_trainer(config: Config, *, jit: Jit | None = None) -> Trainer:
     compiling again. The returned trainer's ``config`` is ``config`` itself, and its
     ``iteration`` runs ``config.train.num_iterations`` long.
     """
-    shared = copy.copy(_trainer_of(program_config(config), tuple(jax.devices()), jit))
+    program = dataclasses.replace(
+        config, seed=0, eval=EvalConfig(gating=config.eval.gating), checkpoint_every=1,
+        keep_checkpoints=1,
+        train=dataclasses.replace(config.train, num_iterations=1, time_budget=""),
+    )
+    shared = copy.copy(_trainer_of(program, tuple(jax.devices())))
     shared.config = config
     shared.iteration = CountedIteration(shared.iteration.jitted, config.train.num_iterations)
     return shared
@@ -406,6 +386,6 @@ class CountedIteration:
 
 
 @functools.lru_cache(maxsize=4)
-def _trainer_of(program: Config, devices: tuple, jit: Jit | None) -> Trainer:
+def _trainer_of(program: Config, devices: tuple) -> Trainer:
     del devices  # the cache key: the default mesh spans them
-    return Trainer(program, jit=jit)
+    return Trainer(program)

@@ -11,8 +11,6 @@ machine: a resumed run, a second run of the same preset, an evaluation.
 
 Where: ``$XDG_CACHE_HOME/c4jax/jax`` (``~/.cache/c4jax/jax`` by default), at
 most ``MAX_BYTES`` (JAX evicts the least recently used entries beyond it).
-Beside it, ``c4jax/programs`` keeps the traced training iteration
-(``c4jax.store.programs``), so that a later process skips tracing it as well.
 JAX keys each entry by the program, the jax and jaxlib versions, the XLA flags
 and the device, so one folder is safe across jax upgrades, backends and
 settings: a changed one is a miss, never a wrong program. Delete the folder
@@ -39,8 +37,6 @@ import tempfile
 from pathlib import Path
 
 import jax
-
-from c4jax.store import programs
 
 OPT_OUT = "C4JAX_COMPILE_CACHE"  # "0" turns the cache off
 MAX_BYTES = 2 * 1024**3  # JAX evicts the least recently used entries beyond this
@@ -86,9 +82,6 @@ def enable(environ=None, folder: Path | None = None) -> str:
     if problem is not None:
         return f"off: {problem}"
     jax.config.update("jax_compilation_cache_dir", str(folder))
-    stored = folder.parent / "programs"
-    if _writable(stored) is None:  # the traced programs beside the compiled ones
-        programs.enable(stored)
     try:
         import filelock  # noqa: F401  (a dependency: JAX's eviction locks the folder with it)
     except ImportError:  # without it JAX cannot bound the size, and warns on every read

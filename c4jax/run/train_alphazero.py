@@ -30,7 +30,7 @@ from c4jax.alphazero import search, trainer
 from c4jax.alphazero.config import Config
 from c4jax.judge import periodic
 from c4jax.run import distributed, loop, rundir, runlog, xla_flags
-from c4jax.store import checkpoints, programs
+from c4jax.store import checkpoints
 
 # Measured wall times of the presets on CPUs: what expected_time() reads.
 TIMINGS = config_lib.PRESET_DIR / "timings" / "cpu.json"
@@ -167,13 +167,11 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
             config = budget_of_started_run(config, workdir)
             say(f"time budget {config.train.time_budget}: the run keeps the "
                 f"{config.train.num_iterations} iterations it chose when it started")
-        # The traced iteration is kept on disk when a command line turned the store on.
-        jit = programs.stored_jit if programs.folder() is not None else None
-        run = trainer.shared_trainer(config, jit=jit)
+        run = trainer.shared_trainer(config)
         state, step = _restore(manager, run, config, workdir)
         if config.train.time_budget and state is None:
             config, act = fit_time_budget(config, run, started, say)
-            run = trainer.shared_trainer(config, jit=jit)  # the same programs, the count chosen
+            run = trainer.shared_trainer(config)  # the same programs, the count chosen
     except BaseException:
         manager.close()
         raise

@@ -11,7 +11,6 @@ import pytest
 from faults import fill, small_fs
 
 from c4jax.run import compile_cache
-from c4jax.store import programs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,39 +102,3 @@ def test_in_this_test_process_the_suite_s_cache_is_the_user_s():
     before = jax.config.jax_compilation_cache_dir
     assert compile_cache.enable(environ={}) == f"set by the user: {before}"
     assert jax.config.jax_compilation_cache_dir == before
-
-
-def test_the_traced_programs_are_kept_beside_the_compiled_ones(tmp_path, monkeypatch):
-    monkeypatch.setattr(programs, "_folder", None)
-    chosen = jax.config.jax_compilation_cache_dir  # the suite's (conftest)
-    jax.config.update("jax_compilation_cache_dir", None)
-    try:
-        said = compile_cache.enable(environ={}, folder=tmp_path / "c4jax" / "jax")
-    finally:
-        jax.config.update("jax_compilation_cache_dir", chosen)
-    assert said == f"on: {tmp_path / 'c4jax' / 'jax'}"
-    assert programs.folder() == tmp_path / "c4jax" / "programs"
-    monkeypatch.setattr(programs, "_folder", None)
-    assert compile_cache.enable(environ={"C4JAX_COMPILE_CACHE": "0"}) == "opted out"
-    assert programs.folder() is None
-
-
-@pytest.mark.slow
-def test_a_second_training_command_reads_the_traced_iteration_back(tmp_path):
-    """The first ``c4jax.train`` writes the traced iteration beside the compiled
-    programs; the second (another seed and length: the same program) finds it, so it
-    neither writes a second file nor rewrites this one."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
-    environ.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path))
-    store = tmp_path / "c4jax" / "programs"
-    written = None
-    for run, extra in (("a", []), ("b", ["--seed", "3", "--train.num-iterations", "2"])):
-        out = subprocess.run(
-            [sys.executable, "-m", "c4jax.train", "--config", "tiny", "--no-progress",
-             "--eval.every", "0", "--workdir", str(tmp_path / run), *extra],
-            capture_output=True, text=True, env=environ, cwd=ROOT, timeout=600)
-        assert out.returncode == 0, out.stderr[-2000:]
-        files = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
-        assert len(files) == 1 and next(iter(files)).startswith("iteration-")
-        assert written in (None, files)
-        written = files
