@@ -448,7 +448,9 @@ def test_the_expected_time_reads_the_timings_and_scales_with_iterations(
         assert f"on an idle {'/'.join(map(str, sorted(cores)))}-core CPU" in line
         assert all(e["hardware"]["cpu"] in line for e in entries if
                    e["compile_seconds"] + iterations * e["seconds_per_iteration"] in (low, high))
-        assert ("measured" in line) == any(e["measured"] for e in entries)
+        measured = [e["measured"] for e in entries]
+        how = "measured" if all(measured) else "partly estimated" if any(measured) else "estimated"
+        assert f", {how}; compiling first" in line
         assert "ETA takes over once iterations run" in line
         lines.append((low, line))
     (low1, line1), (low4, line4) = lines
