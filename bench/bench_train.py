@@ -85,7 +85,7 @@ def make_config(args: argparse.Namespace):
     batch = args.batch or t.selfplay_batch
     steps = args.steps or t.selfplay_steps
     # --batch and --steps also set the minibatch and the SGD steps unless those
-    # are given (the cpu preset has minibatch = B = 256 and K = T = 16).
+    # are given (the cpu preset has minibatch = B = 256, T = 16 and K = 32).
     minibatch = args.minibatch or args.batch or t.minibatch_size
     train = dataclasses.replace(
         t,
@@ -254,7 +254,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--batch", type=int, default=None, help="games B in parallel, and the minibatch (256)"
     )
     parser.add_argument(
-        "--steps", type=int, default=None, help="moves T per chunk, and SGD steps per call (16)"
+        "--steps", type=int, default=None,
+        help="moves T per chunk, and SGD steps per call (default: the preset's, 16 and 32)"
     )
     parser.add_argument(
         "--minibatch", type=int, default=None, help="SGD minibatch (default: --batch, else 256)"
@@ -263,8 +264,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sgd-steps",
         type=int,
         default=None,
-        help="SGD steps per call (default: --steps, else 16; on CPU 1 step is ~18x slower "
-        "per step: a one-trip while loop)",
+        help="SGD steps per call (default: --steps, else the preset's, 32; on CPU 1 step "
+        "is ~18x slower per step: a one-trip while loop)",
     )
     parser.add_argument("--repeats", type=int, default=5, help="timed calls; the median counts")
     parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
