@@ -255,7 +255,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--steps", type=int, default=None,
-        help="moves T per chunk, and SGD steps per call (default: the preset's, 16 and 32)"
+        help="moves T per chunk, and SGD steps per call (default: the preset's T and K, 16 and 32)"
     )
     parser.add_argument(
         "--minibatch", type=int, default=None, help="SGD minibatch (default: --batch, else 256)"

@@ -457,6 +457,20 @@ def test_the_expected_time_reads_the_timings_and_scales_with_iterations(
     assert low4 > low1 and line4 != line1  # more iterations, a longer estimate
 
 
+@pytest.mark.parametrize("flags, word", [
+    ((True, True), "measured"), ((True, False), "partly estimated"),
+    ((False, False), "estimated"),
+])
+def test_the_expected_time_says_whether_its_figures_were_measured(flags, word, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", _FAST)
+    entry = {"hardware": {"cores": 2}, "jax": "0.10.2", "xla_path": "fast",
+             "compile_seconds": 60, "seconds_per_iteration": 6.0, "command": "c"}
+    timings = {"cpu": [{**entry, "hardware": {"cpu": f"CPU {i}", "cores": 2}, "measured": m,
+                        "seconds_per_iteration": 6.0 * (i + 1)} for i, m in enumerate(flags)]}
+    line = train_alphazero.expected_time(config_lib.load("cpu"), "cpu", 100, timings)
+    assert f"(CPU 0 to CPU 1, {word}; compiling first: about 60 s)" in line, line
+
+
 def test_the_expected_time_is_left_to_the_eta_off_its_measurements(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", _FAST)
     cpu = config_lib.load("cpu")
