@@ -30,6 +30,9 @@ class Positions:
     state: env.State  # [M] positions (the search root)
     policy: jax.Array  # [M, A] float32 improved policy from the search
     value: jax.Array  # [M] float32 game result for the player to move: +1, 0, -1
+    # [M, A] float32 the next position's search policy (the opponent's reply), all
+    # zeros where the game ended with this move; None unless the network predicts it.
+    next_policy: jax.Array | None = None
 
 
 @struct.dataclass
@@ -52,14 +55,17 @@ class Minibatch:
     obs: jax.Array  # [B, H, W, 2] float32
     policy: jax.Array  # [B, A] float32
     value: jax.Array  # [B] float32
+    next_policy: jax.Array | None = None  # [B, A] float32, as in ``Positions``
 
 
-def init(capacity: int) -> ReplayBuffer:
-    """An empty buffer of ``capacity`` positions."""
+def init(capacity: int, *, next_policy: bool = False) -> ReplayBuffer:
+    """An empty buffer of ``capacity`` positions (with ``Positions.next_policy``
+    when ``next_policy``)."""
     data = Positions(
         state=env.init_batch(capacity),
         policy=jnp.zeros((capacity, env.NUM_ACTIONS), jnp.float32),
         value=jnp.zeros((capacity,), jnp.float32),
+        next_policy=jnp.zeros((capacity, env.NUM_ACTIONS), jnp.float32) if next_policy else None,
     )
     return ReplayBuffer(data=data, insert=jnp.int32(0), size=jnp.int32(0))
 
@@ -207,12 +213,14 @@ def _draw(data: Positions, filled: jax.Array, key, batch_size: int, mirror: bool
         index = (insert - 1 - back) % rows
     picked = jax.tree.map(lambda x: x[index], data)
     obs = env.observe(picked.state)
-    policy = picked.policy
+    policy, next_policy = picked.policy, picked.next_policy
     if mirror:
         flip = jax.random.bernoulli(mirror_key, 0.5, (batch_size,))
         obs = jnp.where(flip[:, None, None, None], env.mirror_observation(obs), obs)
         policy = jnp.where(flip[:, None], env.mirror_policy(policy), policy)
-    return Minibatch(obs=obs, policy=policy, value=picked.value)
+        if next_policy is not None:
+            next_policy = jnp.where(flip[:, None], env.mirror_policy(next_policy), next_policy)
+    return Minibatch(obs=obs, policy=policy, value=picked.value, next_policy=next_policy)
 
 
 def to_slot_order(buffer: ReplayBuffer, shards: int) -> ReplayBuffer:

@@ -134,3 +134,20 @@ def test_the_window_grows_with_the_run_but_ever_more_slowly():
     sizes = [int(replay.window_size(jnp.int32(n), 100, 0.5)) for n in (0, 40, 100, 400, 10_000)]
     assert sizes == [1, 40, 100, 200, 1000]  # N, then 100 * (N / 100) ** 0.5
     assert int(replay.window_size(jnp.int32(5000), 100, 1.0)) == 5000  # power 1: everything
+
+
+def test_the_reply_policy_is_mirrored_with_the_board():
+    state = env.stack([env.from_moves("1")])
+    policy = jnp.array([[1.0, 0, 0, 0, 0, 0, 0]])
+    reply = jnp.array([[0, 1.0, 0, 0, 0, 0, 0]])
+    buf = replay.init(4, next_policy=True)
+    chex.assert_shape(buf.data.next_policy, (4, env.NUM_ACTIONS))
+    buf = replay.add(
+        buf, replay.Positions(state=state, policy=policy, value=jnp.ones(1), next_policy=reply),
+        jnp.ones(1, bool),
+    )
+    batch = replay.sample(buf, jax.random.key(1), 256, mirror=True)
+    pol, nxt = np.asarray(batch.policy).argmax(-1), np.asarray(batch.next_policy).argmax(-1)
+    assert set(pol.tolist()) == {0, 6}  # both orientations were drawn
+    np.testing.assert_array_equal(nxt, np.where(pol == 0, 1, 5))  # and flipped together
+    assert replay.init(4).data.next_policy is None

@@ -365,17 +365,22 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
 @pytest.mark.slow
 def test_strength_options_run_on_the_tiny_preset(tmp_path):
     """Random openings, the mixed value target (lambda-returns), length shaping, playout cap
-    randomization, the one-cycle schedule, a growing replay window, another
-    evaluation move and the Gumbel noise's cut-off, together."""
+    randomization, the one-cycle schedule, a growing replay window, the opponent-reply
+    head, another evaluation move and the Gumbel noise's cut-off, together."""
     cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5,
                 value_target_lambda=0.5, value_length_shaping=0.3, replay_window=100,
                 full_search_fraction=0.5, fast_search_simulations=2, lr_schedule="onecycle")
     cfg = dataclasses.replace(
-        cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy", gumbel_noise_moves=6)
+        cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy", gumbel_noise_moves=6),
+        network=dataclasses.replace(cfg.network, opponent_head=True),
     )
     summary = train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False)
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert summary["step"] == 2 and records[-1]["opening_moves"] > 0
+    assert records[-1]["opponent_policy_loss"] > 0
+    buffer = summary["state"].replay
+    replies = np.asarray(buffer.data.next_policy)[: int(buffer.size)]
+    np.testing.assert_allclose(np.sort(np.unique(replies.sum(-1).round(4))), [0.0, 1.0])
     assert "win_rate/lookahead" in records[-1]
     assert 0 < np.mean([r["full_search_fraction"] for r in records]) < 1
     values = np.asarray(summary["state"].replay.data.value)[: int(summary["state"].replay.size)]

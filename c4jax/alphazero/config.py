@@ -35,6 +35,10 @@ class NetworkConfig:
     (AlphaZero's 1; more give the value more of the board's features)."""
     bfloat16: bool = False
     """Compute in bfloat16 (parameters and outputs stay float32)."""
+    opponent_head: bool = False
+    """A second policy head that predicts the opponent's reply (the search policy of
+    the next position), trained as an auxiliary target with weight
+    train.opponent_policy_weight (KataGo); search and play never read it."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,9 @@ class TrainConfig:
     """AdamW decay, or the L2 coefficient with sgd."""
     value_loss_weight: float = schema.field(1.0, ge=0)
     """Weight of the value MSE beside the policy cross-entropy."""
+    opponent_policy_weight: float = schema.field(0.15, ge=0)
+    """Weight of the opponent-reply cross-entropy (KataGo's 0.15); read only with
+    network.opponent_head."""
     kl_target: float = schema.field(0.0, ge=0, note="0 = off")
     """KL-adaptive learning rate: target KL(before || after) per SGD step (0 = off)."""
     mirror_augment: bool = True

@@ -1,7 +1,9 @@
 """Loss, optimizer and one SGD step of the policy-value network.
 
 loss = policy cross-entropy + value_loss_weight * value MSE (+ L2 with sgd;
-AdamW decays the weights itself). Shape letters: B minibatch, A = 7 actions.
+AdamW decays the weights itself), + opponent_policy_weight * the opponent-reply
+head's cross-entropy against the next position's search policy when the network
+has that head. Shape letters: B minibatch, A = 7 actions.
 """
 
 from __future__ import annotations
@@ -113,17 +115,28 @@ def make_sgd_step(
 ) -> Callable:
     """Returns ``sgd_step(learner_state, minibatch) -> (learner_state, metrics)``."""
     l2_weight = config.weight_decay if config.optimizer == "sgd" else 0.0
+    opponent = getattr(network, "opponent_head", False)
 
     def loss_fn(params, batch_stats, batch: Minibatch):
         (logits, value), updates = network.apply(
             {"params": params, "batch_stats": batch_stats},
             batch.obs,
             train=True,
-            mutable=["batch_stats"],
+            mutable=["batch_stats", "intermediates"] if opponent else ["batch_stats"],
         )
         policy_loss = optax.softmax_cross_entropy(logits, batch.policy).mean()
         value_loss = jnp.mean(jnp.square(value - batch.value))
         loss = policy_loss + config.value_loss_weight * value_loss
+        extra = {}
+        if opponent:
+            if batch.next_policy is None:
+                raise ValueError("the network's opponent head needs minibatches with "
+                                 "next_policy (replay.init(..., next_policy=True))")
+            (reply,) = updates["intermediates"]["opponent_logits"]
+            # A zero target (the game ended with this move) adds nothing.
+            opponent_loss = optax.softmax_cross_entropy(reply, batch.next_policy).mean()
+            loss = loss + config.opponent_policy_weight * opponent_loss
+            extra = {"opponent_policy_loss": opponent_loss}
         if l2_weight:
             loss = loss + l2_weight * _l2(params)
         log_p = jax.nn.log_softmax(logits)
@@ -133,6 +146,7 @@ def make_sgd_step(
             "policy_loss": policy_loss,
             "value_loss": value_loss,
             "policy_entropy": entropy,
+            **extra,
         }
         return loss, (updates["batch_stats"], metrics)
 

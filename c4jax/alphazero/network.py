@@ -9,6 +9,14 @@ player to move. Illegal moves are not masked here: the search and the loss do it
 Parameters are always float32. With ``dtype=jnp.bfloat16`` the convolutions and
 dense layers compute in bfloat16 (BatchNorm statistics are reduced in float32),
 and both outputs are cast back to float32.
+
+With ``opponent_head`` the network has a second policy head that predicts the
+opponent's reply (the search policy of the next position; KataGo's auxiliary
+target). Its ``[B, A]`` logits are not returned: they are sown as
+``intermediates['opponent_logits']``, which the loss reads by applying with
+``mutable=['batch_stats', 'intermediates']``. Its parameters come after the
+others (``Conv_3``, ``BatchNorm_3``, ``Dense_3``), so the inference path
+(``fold_batchnorm``, the ONNX export) is the same with or without it.
 """
 
 from __future__ import annotations
@@ -87,6 +95,7 @@ class PolicyValueNet(nn.Module):
         value_channels: 1x1 convolution channels of the value head.
         value_hidden: width of the value head's hidden dense layer.
         bn_momentum: decay of the BatchNorm running statistics.
+        opponent_head: add the opponent-reply policy head (module doc).
     """
 
     num_blocks: int
@@ -97,6 +106,7 @@ class PolicyValueNet(nn.Module):
     value_channels: int = 1
     value_hidden: int = 256
     bn_momentum: float = 0.9
+    opponent_head: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -132,6 +142,11 @@ class PolicyValueNet(nn.Module):
         v = nn.relu(dense(self.value_hidden)(v.reshape(v.shape[0], -1)))
         v = dense(1, _head_init)(v)
         value = jnp.tanh(v[:, 0].astype(jnp.float32))
+
+        if self.opponent_head:  # [B, A], sown (module doc); dead code in inference
+            o = nn.relu(norm()(conv(self.policy_channels, 1)(x)))
+            reply = dense(env.NUM_ACTIONS, _head_init)(o.reshape(o.shape[0], -1))
+            self.sow("intermediates", "opponent_logits", reply.astype(jnp.float32))
         return logits.astype(jnp.float32), value
 
 
@@ -143,6 +158,7 @@ def make_network(config: NetworkConfig) -> PolicyValueNet:
         kernel_size=config.kernel_size,
         value_channels=config.value_channels,
         dtype=jnp.bfloat16 if config.bfloat16 else jnp.float32,
+        opponent_head=config.opponent_head,
     )
 
 

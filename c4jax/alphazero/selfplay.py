@@ -45,6 +45,10 @@ Two options widen what the network learns from:
   positions of full searches are trained on; the fast ones only move the games
   on, so games end sooner per unit of search and their results (value targets)
   come cheaper, while every policy target still comes from a full search.
+* ``next_policy_targets``: each position also carries the search policy of
+  the position after it, the opponent's reply (``next_policies``), for the
+  network's opponent-reply head (KataGo's auxiliary target); all zeros after
+  the game's last move, or where the next position had only a fast search.
 
 Given the search's root evaluation (``evaluate_fn``), a move's root reuses the
 network's evaluation of its position that the previous move's search already
@@ -195,6 +199,23 @@ def plies_to_end(done: jax.Array, num_moves: jax.Array) -> jax.Array:
     return plies
 
 
+def next_policies(policy: jax.Array, done: jax.Array, full: jax.Array) -> jax.Array:
+    """[T, B, A] float32 the search policy of the position after each one.
+
+    Row t's is row t + 1's ``policy`` (the same game's next position: a game's
+    positions are consecutive rows of its column), or all zeros where the move
+    at t ended the game, where t + 1 was not a full search, or at the last row.
+
+    Args:
+        policy: [T, B, A] float32 search policies.
+        done: [T, B] bool, the move at t ended its game.
+        full: [T, B] bool, position t had the full search.
+    """
+    following = jnp.concatenate([policy[1:], jnp.zeros_like(policy[:1])])
+    has_next = ~done & jnp.concatenate([full[1:], jnp.zeros_like(full[:1])])
+    return following * has_next[..., None]
+
+
 def random_openings(key: jax.Array, batch: int, most: int) -> tuple[env.State, jax.Array]:
     """B positions after k ~ U{0..most} uniformly random moves, none ending the game.
 
@@ -238,6 +259,7 @@ def make_selfplay(
     evaluate_fn: Callable | None = None,
     fast_search_fn: Callable | None = None,
     full_search_fraction: float = 1.0,
+    next_policy_targets: bool = False,
 ) -> Callable:
     """Returns ``selfplay(variables, key, sp_state) -> (sp_state, positions, valid, metrics)``.
 
@@ -264,6 +286,7 @@ def make_selfplay(
             ``full_search_fraction < 1``.
         full_search_fraction: p in (0, 1], the chance that a move's searches
             are the full ones (1 = every move, ``fast_search_fn`` unused).
+        next_policy_targets: fill ``Positions.next_policy`` (module doc).
 
     The returned function is pure and jittable. ``positions`` holds the
     ``(L + T) * B`` candidate rows of the window (tail + chunk) and ``valid``
@@ -425,6 +448,8 @@ def make_selfplay(
             state=jax.tree.map(flat, window.state),
             policy=flat(window.policy),
             value=flat(value),
+            next_policy=(flat(next_policies(window.policy, window.done, window.full))
+                         if next_policy_targets else None),
         )
         finished = chunk.done.sum()
         denominator = jnp.maximum(finished, 1)

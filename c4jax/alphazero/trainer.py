@@ -116,6 +116,7 @@ class Trainer:
                 ),
             ),
             full_search_fraction=config.train.full_search_fraction,
+            next_policy_targets=config.network.opponent_head,
         )
         # XLA:CPU runs convolution gradients ~10x slower inside a while loop
         # than in straight-line code (measured: 16 SGD steps of a 3x32 net on
@@ -183,7 +184,7 @@ class Trainer:
             step=jnp.int32(0),
             learner=learner_state,
             best=jax.tree.map(jnp.copy, variables),
-            replay=replay.init(t.replay_capacity),
+            replay=replay.init(t.replay_capacity, next_policy=self.config.network.opponent_head),
             selfplay=selfplay.init(t.selfplay_batch),
         )
 

@@ -15,8 +15,8 @@ from c4jax.alphazero.config import NetworkConfig, TrainConfig
 from c4jax.replay import Minibatch
 
 
-def _setup(train_config):
-    net = network.make_network(NetworkConfig(num_blocks=1, channels=8))
+def _setup(train_config, **network_options):
+    net = network.make_network(NetworkConfig(num_blocks=1, channels=8, **network_options))
     variables = network.init_variables(net, jax.random.key(0))
     opt = learner.make_optimizer(train_config, total_steps=100)
     state = learner.LearnerState(
@@ -31,6 +31,9 @@ def _setup(train_config):
         obs=env.observe(states),
         policy=jax.nn.one_hot(jnp.array([3, 3, 4, 2, 5, 0]), 7),
         value=jnp.array([1.0, -1.0, 1.0, -1.0, 0.0, 1.0]),
+        # The replies; the last game ended with its move: no reply, all zeros.
+        next_policy=jnp.concatenate(
+            [jax.nn.one_hot(jnp.array([6, 0, 1, 5, 2]), 7), jnp.zeros((1, 7))]),
     )
     return state, step, batch
 
@@ -109,3 +112,30 @@ def test_kl_adaptive_rate_shrinks_when_updates_are_too_large():
     state, step, batch = _setup(tiny)
     state, _ = step(state, batch)
     assert float(state.lr_scale) > 1.0
+
+
+def test_the_opponent_head_learns_the_replies_and_adds_its_weighted_loss():
+    cfg = TrainConfig(learning_rate=1e-2, warmup_steps=0, lr_schedule="constant",
+                      opponent_policy_weight=0.5)
+    state, step, batch = _setup(cfg, opponent_head=True)
+    first = None
+    for _ in range(80):
+        state, metrics = step(state, batch)
+        first = first if first is not None else metrics
+    for m in (first, metrics):  # the total is the weighted sum of the parts
+        want = m["policy_loss"] + m["value_loss"] + 0.5 * m["opponent_policy_loss"]
+        np.testing.assert_allclose(m["loss"], want, rtol=1e-5)
+    assert float(metrics["opponent_policy_loss"]) < 0.3 * float(first["opponent_policy_loss"])
+    net = network.make_network(NetworkConfig(num_blocks=1, channels=8, opponent_head=True))
+    _, updates = net.apply({"params": state.params, "batch_stats": state.batch_stats},
+                           batch.obs, train=True, mutable=["batch_stats", "intermediates"])
+    (reply,) = updates["intermediates"]["opponent_logits"]
+    # The head predicts the reply columns, which differ from the policy targets'.
+    np.testing.assert_array_equal(np.argmax(reply[:5], axis=-1), [6, 0, 1, 5, 2])
+
+
+def test_the_opponent_head_needs_reply_targets():
+    cfg = TrainConfig(warmup_steps=0, lr_schedule="constant")
+    state, step, batch = _setup(cfg, opponent_head=True)
+    with pytest.raises(ValueError, match="next_policy"):
+        step(state, batch.replace(next_policy=None))

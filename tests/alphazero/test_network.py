@@ -178,7 +178,7 @@ def _perturbed(variables, seed):
         noise = jax.random.normal(key, x.shape)
         if "var" in name:
             out.append(jax.random.uniform(key, x.shape, minval=0.2, maxval=3.0))
-        elif "Dense_0" in name or "Dense_2" in name:  # the heads' last layers start ~0
+        elif any(f"Dense_{i}" in name for i in (0, 2, 3)):  # the heads' last layers start ~0
             out.append(x * 300.0 + (0.01 * noise if "bias" in name else 0.0))
         elif "BatchNorm" in name or "mean" in name:
             out.append(x + 0.3 * noise)
@@ -221,3 +221,29 @@ def test_folded_inference_equals_the_module(kernel_size, value_channels):
     assert kernel.shape == (kernel_size, kernel_size, 2, 8) and bias.shape == (8,)
     assert folded["value"][0].shape == (1, 1, 8, value_channels)
     assert folded["value_hidden"][0].shape == (6 * 7 * value_channels, 256)
+
+
+def test_the_opponent_head_adds_a_sown_policy_and_leaves_inference_alone():
+    plain = network.make_network(NetworkConfig(num_blocks=1, channels=8))
+    headed = network.make_network(NetworkConfig(num_blocks=1, channels=8, opponent_head=True))
+    variables = _perturbed(network.init_variables(headed, jax.random.key(4)), seed=5)
+    base = network.init_variables(plain, jax.random.key(4))
+    extra = set(variables["params"]) - set(base["params"])
+    assert extra == {"Conv_3", "BatchNorm_3", "Dense_3"}  # after the others' names
+    obs = _random_obs(6)
+    (logits, value), updates = jax.jit(
+        lambda v, x: headed.apply(v, x, train=True, mutable=["batch_stats", "intermediates"])
+    )(variables, obs)
+    (reply,) = updates["intermediates"]["opponent_logits"]
+    assert reply.shape == (BATCH, env.NUM_ACTIONS) and reply.dtype == jnp.float32
+    assert float(jnp.max(jnp.abs(reply - logits))) > 1e-3  # its own head, not a copy
+    # Inference ignores the head: the module without it, and the folded path, agree.
+    without = {"params": {k: v for k, v in variables["params"].items() if k not in extra},
+               "batch_stats": {k: v for k, v in variables["batch_stats"].items()
+                               if k not in extra}}
+    want = jax.jit(lambda v, x: plain.apply(v, x, train=False))(without, obs)
+    got = jax.jit(lambda v, x: headed.apply(v, x, train=False))(variables, obs)
+    folded = jax.jit(network.make_apply_fn(headed))(variables, obs)
+    for outputs in (got, folded):
+        np.testing.assert_allclose(outputs[0], want[0], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(outputs[1], want[1], rtol=1e-4, atol=1e-4)

@@ -345,3 +345,29 @@ def test_a_root_the_search_did_not_expand_falls_back_to_the_network():
         assert (np.asarray(positions.policy)[np.asarray(valid)][~legal] == 0).all()
     assert roots[0] == 1  # the first games open without random moves
     assert sum(random) > 0 and max(roots) > 1 and max(roots) <= steps
+
+
+def test_next_policy_is_the_replys_search_policy_across_chunks():
+    # 1212121 in chunks of 3 moves: games span three chunks and their tails.
+    _, out = _run(num_steps=3, chunks=3, next_policy_targets=True)
+    positions, valid, _ = out[-1]
+    assert valid.sum() == 7 * 3
+    moves = np.asarray(positions.state.num_moves)[valid]
+    player = np.asarray(positions.state.current_player)[valid]
+    reply = np.asarray(positions.next_policy)[valid]
+    # The reply of the first player (column 1) is the second's column 2, and back;
+    # the winning 7th move has none.
+    want = np.eye(7)[np.where(player == 0, 1, 0)] * (moves < 6)[:, None]
+    np.testing.assert_array_equal(reply, want)
+    _, [(plain, _, _)] = _run(num_steps=3, chunks=1)
+    assert plain.next_policy is None  # off by default: the buffer stays as it was
+
+
+def test_next_policies_stop_at_the_game_end_and_at_fast_searches():
+    policy = jnp.arange(1.0, 6.0)[:, None, None] * jnp.ones((5, 1, 7))  # row t holds t + 1
+    done = jnp.array([False, True, False, False, False])[:, None]
+    full = jnp.array([True, True, True, False, True])[:, None]
+    got = np.asarray(selfplay.next_policies(policy, done, full))[:, 0, 0]
+    # row 0: row 1's; row 1 ended its game; row 2's next was a fast search; row 3: row 4's;
+    # the last row has no next row in the window.
+    np.testing.assert_array_equal(got, [2.0, 0.0, 0.0, 5.0, 0.0])
