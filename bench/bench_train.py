@@ -242,7 +242,7 @@ def benchmark(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="cpu", help="preset name or JSON path (default cpu)")
     parser.add_argument("--blocks", type=int, default=None, help="residual blocks (preset: 3)")
     parser.add_argument("--channels", type=int, default=None, help="channels (preset: 32)")

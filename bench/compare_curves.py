@@ -44,7 +44,7 @@ def curve(data: dict) -> tuple[list[float], list[float]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("curves", nargs="+", type=Path,
                         help="strength_curve or time_to_strength JSON files")
     parser.add_argument(

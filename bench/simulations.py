@@ -149,7 +149,7 @@ def table(record: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.simulations",
-                                     description=__doc__.splitlines()[0])
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", default="pretrained",
                         help="the network agent, an agent spec without @N (default pretrained)")
     parser.add_argument("--sims", default=DEFAULT_SIMS,

@@ -80,7 +80,7 @@ def measure(config_name: str) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="cpu", help="a preset name or a JSON path")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)

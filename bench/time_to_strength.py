@@ -125,7 +125,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
         cut = argv.index("--")
         argv, train_argv = argv[:cut], argv[cut + 1:]
     parser = argparse.ArgumentParser(prog="python -m bench.time_to_strength",
-                                     description=__doc__.splitlines()[0])
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="cpu", help="the preset to train (default cpu)")
     parser.add_argument("--workdir", type=Path, required=True,
                         help="the run's folder: new, or the one of an earlier call with --out")

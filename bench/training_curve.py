@@ -35,7 +35,7 @@ def curve(records: list[dict]) -> tuple[list[float], dict[str, list[float]]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="PNG path")
     args = parser.parse_args(argv)
