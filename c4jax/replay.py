@@ -33,6 +33,9 @@ class Positions:
     # [M, A] float32 the next position's search policy (the opponent's reply), all
     # zeros where the game ended with this move; None unless the network predicts it.
     next_policy: jax.Array | None = None
+    # [M] float32 the position's loss weight (policy surprise weighting, mean 1);
+    # None unless the run weighs positions.
+    weight: jax.Array | None = None
 
 
 @struct.dataclass
@@ -56,16 +59,18 @@ class Minibatch:
     policy: jax.Array  # [B, A] float32
     value: jax.Array  # [B] float32
     next_policy: jax.Array | None = None  # [B, A] float32, as in ``Positions``
+    weight: jax.Array | None = None  # [B] float32 loss weights, as in ``Positions``
 
 
-def init(capacity: int, *, next_policy: bool = False) -> ReplayBuffer:
+def init(capacity: int, *, next_policy: bool = False, weight: bool = False) -> ReplayBuffer:
     """An empty buffer of ``capacity`` positions (with ``Positions.next_policy``
-    when ``next_policy``)."""
+    when ``next_policy``, ``Positions.weight`` when ``weight``)."""
     data = Positions(
         state=env.init_batch(capacity),
         policy=jnp.zeros((capacity, env.NUM_ACTIONS), jnp.float32),
         value=jnp.zeros((capacity,), jnp.float32),
         next_policy=jnp.zeros((capacity, env.NUM_ACTIONS), jnp.float32) if next_policy else None,
+        weight=jnp.ones((capacity,), jnp.float32) if weight else None,
     )
     return ReplayBuffer(data=data, insert=jnp.int32(0), size=jnp.int32(0))
 
@@ -220,7 +225,8 @@ def _draw(data: Positions, filled: jax.Array, key, batch_size: int, mirror: bool
         policy = jnp.where(flip[:, None], env.mirror_policy(policy), policy)
         if next_policy is not None:
             next_policy = jnp.where(flip[:, None], env.mirror_policy(next_policy), next_policy)
-    return Minibatch(obs=obs, policy=policy, value=picked.value, next_policy=next_policy)
+    return Minibatch(obs=obs, policy=policy, value=picked.value, next_policy=next_policy,
+                     weight=picked.weight)
 
 
 def to_slot_order(buffer: ReplayBuffer, shards: int) -> ReplayBuffer:

@@ -151,3 +151,17 @@ def test_the_reply_policy_is_mirrored_with_the_board():
     assert set(pol.tolist()) == {0, 6}  # both orientations were drawn
     np.testing.assert_array_equal(nxt, np.where(pol == 0, 1, 5))  # and flipped together
     assert replay.init(4).data.next_policy is None
+
+
+def test_loss_weights_travel_with_their_positions():
+    state = env.stack([env.from_moves("1"), env.from_moves("2")])
+    policy = jax.nn.one_hot(jnp.array([0, 3]), env.NUM_ACTIONS)
+    buf = replay.init(4, weight=True)
+    np.testing.assert_array_equal(np.asarray(buf.data.weight), np.ones(4))
+    buf = replay.add(buf, replay.Positions(state=state, policy=policy, value=jnp.ones(2),
+                                           weight=jnp.array([0.25, 3.0])), jnp.ones(2, bool))
+    batch = replay.sample(buf, jax.random.key(2), 256, mirror=True)
+    pol, weight = np.asarray(batch.policy).argmax(-1), np.asarray(batch.weight)
+    assert set(pol.tolist()) == {0, 6, 3}  # both positions, mirrored too
+    np.testing.assert_array_equal(weight, np.where(pol == 3, 3.0, 0.25))
+    assert replay.init(4).data.weight is None

@@ -127,6 +127,11 @@ class TrainConfig:
     opponent_policy_weight: float = schema.field(0.15, ge=0)
     """Weight of the opponent-reply cross-entropy (KataGo's 0.15); read only with
     network.opponent_head."""
+    policy_surprise_weight: float = schema.field(0.0, ge=0, le=1, note="0 = off")
+    """Policy surprise weighting (KataGo; 0.5 there): each trained position's loss
+    weight is (1 - this) + this * k / mean(k), k the KL divergence from the network's
+    prior to the search policy at it, the mean over the positions a self-play chunk
+    adds (so the weights average 1); 0 = off: every position weighs 1."""
     kl_target: float = schema.field(0.0, ge=0, note="0 = off")
     """KL-adaptive learning rate: target KL(before || after) per SGD step (0 = off)."""
     mirror_augment: bool = True
@@ -226,6 +231,11 @@ def validate(config: Config, num_devices: int = 1) -> Config:
           f"below search.num_simulations ({s.num_simulations}) while "
           "train.full_search_fraction < 1",
           t.fast_search_simulations)
+    default_weight = TrainConfig.__dataclass_fields__["opponent_policy_weight"].default
+    check(config.network.opponent_head or t.opponent_policy_weight == default_weight,
+          "train.opponent_policy_weight",
+          f"{default_weight} (its default) unless network.opponent_head is on: "
+          "without the head nothing reads it", t.opponent_policy_weight)
     check(not (e.gating and not e.every), "eval.gating",
           "0 when eval.every is 0 (gating happens at evaluations)", e.gating)
     return config

@@ -3,7 +3,9 @@
 loss = policy cross-entropy + value_loss_weight * value MSE (+ L2 with sgd;
 AdamW decays the weights itself), + opponent_policy_weight * the opponent-reply
 head's cross-entropy against the next position's search policy when the network
-has that head. Shape letters: B minibatch, A = 7 actions.
+has that head. Where the minibatch carries loss weights (``Minibatch.weight``,
+policy surprise weighting), each example's terms are weighed by its weight.
+Shape letters: B minibatch, A = 7 actions.
 """
 
 from __future__ import annotations
@@ -124,9 +126,15 @@ def make_sgd_step(
             train=True,
             mutable=["batch_stats", "intermediates"] if opponent else ["batch_stats"],
         )
-        policy_loss = optax.softmax_cross_entropy(logits, batch.policy).mean()
-        value_loss = jnp.mean(jnp.square(value - batch.value))
+        # [B] per-example losses. The loss weighs them with the minibatch's weights
+        # (policy surprise weighting) where it has them; the metrics stay unweighted.
+        policy_losses = optax.softmax_cross_entropy(logits, batch.policy)
+        value_losses = jnp.square(value - batch.value)
+        policy_loss, value_loss = policy_losses.mean(), value_losses.mean()
         loss = policy_loss + config.value_loss_weight * value_loss
+        if batch.weight is not None:
+            per_example = policy_losses + config.value_loss_weight * value_losses
+            loss = jnp.mean(batch.weight * per_example)
         extra = {}
         if opponent:
             if batch.next_policy is None:
@@ -134,9 +142,11 @@ def make_sgd_step(
                                  "next_policy (replay.init(..., next_policy=True))")
             (reply,) = updates["intermediates"]["opponent_logits"]
             # A zero target (the game ended with this move) adds nothing.
-            opponent_loss = optax.softmax_cross_entropy(reply, batch.next_policy).mean()
-            loss = loss + config.opponent_policy_weight * opponent_loss
-            extra = {"opponent_policy_loss": opponent_loss}
+            opponent_losses = optax.softmax_cross_entropy(reply, batch.next_policy)
+            extra = {"opponent_policy_loss": opponent_losses.mean()}
+            if batch.weight is not None:
+                opponent_losses = batch.weight * opponent_losses
+            loss = loss + config.opponent_policy_weight * opponent_losses.mean()
         if l2_weight:
             loss = loss + l2_weight * _l2(params)
         log_p = jax.nn.log_softmax(logits)

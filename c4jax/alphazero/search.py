@@ -74,6 +74,9 @@ class SearchOutput:
     child_logits: jax.Array | None = None  # [B, A, A] float32 masked prior logits
     child_value: jax.Array | None = None  # [B, A] float32 value for the child's mover
     child_expanded: jax.Array | None = None  # [B, A] bool, the search expanded that child
+    # The root's masked prior logits (the network's policy before the search), from
+    # which ``selfplay`` measures how much the search changed it (policy surprise).
+    prior_logits: jax.Array | None = None  # [B, A] float32, -inf-like where illegal
 
 
 RootEval = tuple[jax.Array, jax.Array]  # (logits [B, A] float32 masked, value [B] float32)
@@ -331,6 +334,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
             child_logits=children[0].astype(jnp.float32),
             child_value=children[1].astype(jnp.float32),
             child_expanded=children[2] & live[:, None],
+            prior_logits=logits.astype(jnp.float32),
         )
 
     return search_fn

@@ -49,6 +49,14 @@ Two options widen what the network learns from:
   the position after it, the opponent's reply (``next_policies``), for the
   network's opponent-reply head (KataGo's auxiliary target); all zeros after
   the game's last move, or where the next position had only a fast search.
+* ``policy_surprise_weight = s`` (KataGo's policy surprise weighting): each
+  trained position carries a loss weight ``(1 - s) + s k / mean(k)``, with
+  ``k`` the KL divergence from the network's prior to the search's policy at
+  that position (``policy_surprise``) and the mean over the positions the
+  chunk hands to the buffer; so the mean weight is 1 and the positions where
+  the search overturned the network weigh more. KataGo writes such positions
+  into its data more often, with s = 1/2; a loss weight is the same in
+  expectation.
 
 Given the search's root evaluation (``evaluate_fn``), a move's root reuses the
 network's evaluation of its position that the previous move's search already
@@ -88,6 +96,9 @@ class Record:
     random: jax.Array  # [T, B] bool, the move played here was a random opening move
     search_value: jax.Array  # [T, B] float32 search value of the position (policy_value)
     full: jax.Array  # [T, B] bool, searched with the full search (trained on)
+    # [T, B] float32 KL(search policy || network prior) of the position, the policy
+    # surprise (``policy_surprise``); None unless surprise weights are made.
+    surprise: jax.Array | None = None
 
 
 @struct.dataclass
@@ -99,8 +110,9 @@ class SelfPlayState:
     opening: jax.Array  # [B] int32 random opening moves of each current game
 
 
-def init(batch_size: int) -> SelfPlayState:
-    """B fresh games with empty tails (and no random opening moves)."""
+def init(batch_size: int, *, surprise: bool = False) -> SelfPlayState:
+    """B fresh games with empty tails (and no random opening moves); the tails
+    keep ``Record.surprise`` when ``surprise``."""
     games = env.init_batch(batch_size)
     empty = Record(
         state=jax.tree.map(lambda x: jnp.broadcast_to(x, (TAIL, batch_size)), env.init()),
@@ -111,6 +123,7 @@ def init(batch_size: int) -> SelfPlayState:
         random=jnp.zeros((TAIL, batch_size), bool),
         search_value=jnp.zeros((TAIL, batch_size), jnp.float32),
         full=jnp.zeros((TAIL, batch_size), bool),
+        surprise=jnp.zeros((TAIL, batch_size), jnp.float32) if surprise else None,
     )
     return SelfPlayState(games=games, tail=empty, opening=jnp.zeros((batch_size,), jnp.int32))
 
@@ -216,6 +229,37 @@ def next_policies(policy: jax.Array, done: jax.Array, full: jax.Array) -> jax.Ar
     return following * has_next[..., None]
 
 
+def policy_surprise(policy: jax.Array, prior_logits: jax.Array) -> jax.Array:
+    """[...] float32 KL(policy || softmax(prior_logits)): how far the search moved
+    the network's policy (0 where ``policy`` is all zeros, a finished game).
+
+    Args:
+        policy: [..., A] float32 search policy (0 on illegal moves).
+        prior_logits: [..., A] float32 the network's masked prior logits
+            (finite, very negative on illegal moves: ``search.mask_logits``).
+    """
+    log_prior = jax.nn.log_softmax(prior_logits, axis=-1)
+    kl = jnp.sum(jax.scipy.special.xlogy(policy, policy) - policy * log_prior, axis=-1)
+    return jnp.maximum(kl, 0.0)  # rounding can dip below 0 where the two agree
+
+
+def surprise_weights(surprise: jax.Array, trained: jax.Array, share: float) -> jax.Array:
+    """[...] float32 loss weights ``(1 - share) + share * k / mean(k)`` (module doc).
+
+    The mean is over the ``trained`` positions; where their surprise is all zero
+    (e.g. searches without simulations) every weight is 1.
+
+    Args:
+        surprise: [...] float32 policy surprise k of each position.
+        trained: [...] bool, the position goes to the buffer.
+        share: s in [0, 1], the share of the weight given in proportion to k.
+    """
+    count = jnp.maximum(trained.sum(), 1)
+    mean = jnp.sum(jnp.where(trained, surprise, 0.0)) / count
+    relative = jnp.where(mean > 0, surprise / jnp.where(mean > 0, mean, 1.0), 1.0)
+    return ((1.0 - share) + share * relative).astype(jnp.float32)
+
+
 def random_openings(key: jax.Array, batch: int, most: int) -> tuple[env.State, jax.Array]:
     """B positions after k ~ U{0..most} uniformly random moves, none ending the game.
 
@@ -260,6 +304,7 @@ def make_selfplay(
     fast_search_fn: Callable | None = None,
     full_search_fraction: float = 1.0,
     next_policy_targets: bool = False,
+    policy_surprise_weight: float = 0.0,
 ) -> Callable:
     """Returns ``selfplay(variables, key, sp_state) -> (sp_state, positions, valid, metrics)``.
 
@@ -287,6 +332,10 @@ def make_selfplay(
         full_search_fraction: p in (0, 1], the chance that a move's searches
             are the full ones (1 = every move, ``fast_search_fn`` unused).
         next_policy_targets: fill ``Positions.next_policy`` (module doc).
+        policy_surprise_weight: s in [0, 1]; above 0, fill ``Positions.weight``
+            with policy surprise weights (module doc) and keep ``Record.surprise``
+            in the tails (``init(..., surprise=True)``). ``search_fn``'s output
+            then needs ``prior_logits``.
 
     The returned function is pure and jittable. ``positions`` holds the
     ``(L + T) * B`` candidate rows of the window (tail + chunk) and ``valid``
@@ -301,6 +350,9 @@ def make_selfplay(
         raise ValueError(f"value_length_shaping: in [0, 1), got {value_length_shaping!r}")
     if not 0 < full_search_fraction <= 1:
         raise ValueError(f"full_search_fraction: in (0, 1], got {full_search_fraction!r}")
+    if not 0 <= policy_surprise_weight <= 1:
+        raise ValueError(f"policy_surprise_weight: in [0, 1], got {policy_surprise_weight!r}")
+    surprised = policy_surprise_weight > 0
     capped = full_search_fraction < 1
     if capped and fast_search_fn is None:
         raise ValueError("full_search_fraction < 1 needs a fast_search_fn")
@@ -395,6 +447,7 @@ def make_selfplay(
                 random=random,
                 search_value=out.policy_value,
                 full=jnp.broadcast_to(full, (batch,)),
+                surprise=policy_surprise(out.policy, out.prior_logits) if surprised else None,
             )
             games = jax.tree.map(lambda new, old: jnp.where(restart, new, old), new_games, after)
             if at_once:
@@ -450,6 +503,8 @@ def make_selfplay(
             value=flat(value),
             next_policy=(flat(next_policies(window.policy, window.done, window.full))
                          if next_policy_targets else None),
+            weight=(flat(surprise_weights(window.surprise, ready, policy_surprise_weight))
+                    if surprised else None),
         )
         finished = chunk.done.sum()
         denominator = jnp.maximum(finished, 1)
@@ -465,6 +520,9 @@ def make_selfplay(
             "opening_moves": jnp.sum(openings * chunk.done) / denominator,
             "full_search_fraction": chunk.full.sum() / searched,
         }
+        if surprised:  # mean policy surprise of the positions handed to the buffer
+            metrics["policy_surprise"] = (jnp.sum(jnp.where(ready, window.surprise, 0.0))
+                                          / jnp.maximum(ready.sum(), 1))
         new_state = SelfPlayState(games=games, tail=new_tail, opening=opening)
         return new_state, positions, flat(ready), metrics
 

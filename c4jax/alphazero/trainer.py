@@ -117,6 +117,7 @@ class Trainer:
             ),
             full_search_fraction=config.train.full_search_fraction,
             next_policy_targets=config.network.opponent_head,
+            policy_surprise_weight=config.train.policy_surprise_weight,
         )
         # XLA:CPU runs convolution gradients ~10x slower inside a while loop
         # than in straight-line code (measured: 16 SGD steps of a 3x32 net on
@@ -184,8 +185,9 @@ class Trainer:
             step=jnp.int32(0),
             learner=learner_state,
             best=jax.tree.map(jnp.copy, variables),
-            replay=replay.init(t.replay_capacity, next_policy=self.config.network.opponent_head),
-            selfplay=selfplay.init(t.selfplay_batch),
+            replay=replay.init(t.replay_capacity, next_policy=self.config.network.opponent_head,
+                               weight=t.policy_surprise_weight > 0),
+            selfplay=selfplay.init(t.selfplay_batch, surprise=t.policy_surprise_weight > 0),
         )
 
     def selfplay_chunk(

@@ -123,6 +123,8 @@ def test_round_trip_through_json(tmp_path):
         ("train", "full_search_fraction", 0.0, "train.full_search_fraction"),
         ("train", "lr_schedule", "linear", "train.lr_schedule"),
         ("train", "full_search_fraction", 1.5, "train.full_search_fraction"),
+        ("train", "policy_surprise_weight", 1.5, "train.policy_surprise_weight"),
+        ("train", "policy_surprise_weight", -0.5, "train.policy_surprise_weight"),
         ("search", "evaluation_move", "best", "search.evaluation_move"),
         ("search", "c_scale", 0.0, "search.c_scale"),
         ("search", "c_visit", -1.0, "search.c_visit"),
@@ -258,3 +260,12 @@ def test_config_files_of_older_versions_still_load():
         else:
             assert loaded[key] == value, key
     assert loaded["train"]["time_budget"] == ""  # a field newer than the file: its default
+
+
+def test_the_opponent_weight_is_refused_without_the_head_it_weighs():
+    cfg = config_lib.load("tiny")
+    train = dataclasses.replace(cfg.train, opponent_policy_weight=0.5)
+    with pytest.raises(ValueError, match=r"train\.opponent_policy_weight.*network\.opponent_head"):
+        config_lib.validate(dataclasses.replace(cfg, train=train))
+    network = dataclasses.replace(cfg.network, opponent_head=True)
+    config_lib.validate(dataclasses.replace(cfg, train=train, network=network))

@@ -139,3 +139,26 @@ def test_the_opponent_head_needs_reply_targets():
     state, step, batch = _setup(cfg, opponent_head=True)
     with pytest.raises(ValueError, match="next_policy"):
         step(state, batch.replace(next_policy=None))
+
+
+def test_loss_weights_scale_each_example_and_a_zero_weight_silences_it():
+    cfg = TrainConfig(learning_rate=1e-2, warmup_steps=0, lr_schedule="constant")
+    state, step, batch = _setup(cfg)
+    _, plain = step(state, batch)
+    _, ones = step(state, batch.replace(weight=jnp.ones(6)))
+    _, twos = step(state, batch.replace(weight=jnp.full(6, 2.0)))
+    np.testing.assert_allclose(ones["loss"], plain["loss"], rtol=1e-5)
+    np.testing.assert_allclose(twos["loss"], 2 * plain["loss"], rtol=1e-5)
+    np.testing.assert_allclose(twos["policy_loss"], plain["policy_loss"], rtol=1e-6)  # unweighted
+    # With weight 0 the last example's targets move nothing.
+    weight = jnp.array([1.0, 1.0, 1.0, 1.0, 1.0, 0.0])
+    other = batch.replace(policy=batch.policy.at[5].set(jax.nn.one_hot(6, 7)),
+                          value=batch.value.at[5].set(-1.0))
+    after_a, _ = step(state, batch.replace(weight=weight))
+    after_b, _ = step(state, other.replace(weight=weight))
+    leaves = lambda s: jax.tree.leaves(s.params)  # noqa: E731
+    for a, b in zip(leaves(after_a), leaves(after_b), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    after_c, _ = step(state, other)  # unweighted, they do
+    assert any(not np.allclose(a, c)
+               for a, c in zip(leaves(after_a), leaves(after_c), strict=True))

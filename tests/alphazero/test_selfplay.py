@@ -371,3 +371,55 @@ def test_next_policies_stop_at_the_game_end_and_at_fast_searches():
     # row 0: row 1's; row 1 ended its game; row 2's next was a fast search; row 3: row 4's;
     # the last row has no next row in the window.
     np.testing.assert_array_equal(got, [2.0, 0.0, 0.0, 5.0, 0.0])
+
+
+def _scripted_with_prior(variables, key, state):
+    """``_scripted``, with a network prior that already plays the first player's
+    move (no surprise) and is uniform for the second player (surprise log 7)."""
+    out = _scripted(variables, key, state)
+    first = (state.current_player == 0)[:, None]
+    prior = jnp.where(first, jnp.where(out.policy > 0, 0.0, -1e9), 0.0)
+    return out.replace(prior_logits=prior)
+
+
+def test_surprise_weights_favour_the_positions_the_search_overturned():
+    # 1212121 in chunks of 3 moves: the surprise rides along the tails across chunks.
+    play = jax.jit(selfplay.make_selfplay(
+        _scripted_with_prior, num_steps=3, policy_surprise_weight=0.5))
+    sp = selfplay.init(3, surprise=True)
+    for chunk in range(3):
+        sp, positions, valid, metrics = play({}, jax.random.key(chunk), sp)
+    valid = np.asarray(valid)
+    assert valid.sum() == 7 * 3
+    player = np.asarray(positions.state.current_player)[valid]
+    weight = np.asarray(positions.weight)[valid]
+    # k is 0 on the first player's 4 moves a game and log 7 on the second's 3:
+    # 0.5 + 0.5 * k / mean(k) = 0.5 and 0.5 + 0.5 * 7 / 3; they average 1.
+    np.testing.assert_allclose(weight, np.where(player == 0, 0.5, 0.5 + 3.5 / 3), rtol=1e-5)
+    np.testing.assert_allclose(weight.mean(), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(metrics["policy_surprise"], 3 * np.log(7) / 7, rtol=1e-5)
+    _, [(plain, _, plain_metrics)] = _run(num_steps=3, chunks=1)
+    assert plain.weight is None and "policy_surprise" not in plain_metrics  # off by default
+
+
+def test_policy_surprise_is_the_kl_from_the_prior_to_the_search_policy():
+    policy = jnp.array([[0.5, 0.5, 0, 0, 0, 0, 0], [0.0] * 7])
+    uniform = jnp.zeros((2, 7))
+    got = np.asarray(selfplay.policy_surprise(policy, uniform))
+    np.testing.assert_allclose(got, [np.log(7) - np.log(2), 0.0], rtol=1e-5)  # 0: game over
+    agreeing = jnp.log(jnp.array([[0.5, 0.5, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30]]))
+    assert float(selfplay.policy_surprise(policy[:1], agreeing)[0]) < 1e-5
+
+
+def test_surprise_weights_average_one_over_the_trained_positions_only():
+    surprise = jnp.array([0.0, 2.0, 4.0, 100.0])
+    trained = jnp.array([True, True, True, False])  # the last is not handed to the buffer
+    got = np.asarray(selfplay.surprise_weights(surprise, trained, 1.0))
+    np.testing.assert_allclose(got[:3], [0.0, 1.0, 2.0])
+    none = selfplay.surprise_weights(jnp.zeros(4), trained, 0.5)  # no search: all weigh 1
+    np.testing.assert_array_equal(np.asarray(none), np.ones(4))
+
+
+def test_surprise_weight_must_be_a_share():
+    with pytest.raises(ValueError, match="policy_surprise_weight"):
+        selfplay.make_selfplay(_scripted, num_steps=3, policy_surprise_weight=1.5)
