@@ -366,12 +366,12 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
 def test_strength_options_run_on_the_tiny_preset(tmp_path):
     """Random openings, the mixed value target (lambda-returns), length shaping, playout cap
     randomization, the one-cycle schedule, a growing replay window, the opponent-reply
-    head, policy surprise weighting, another evaluation move and the Gumbel noise's
-    cut-off, together."""
+    head, policy surprise weighting, starts from the surprising positions, another
+    evaluation move and the Gumbel noise's cut-off, together."""
     cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5,
                 value_target_lambda=0.5, value_length_shaping=0.3, replay_window=100,
                 full_search_fraction=0.5, fast_search_simulations=2, lr_schedule="onecycle",
-                policy_surprise_weight=0.5)
+                policy_surprise_weight=0.5, surprise_starts=0.5, surprise_pool=64)
     cfg = dataclasses.replace(
         cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy", gumbel_noise_moves=6),
         network=dataclasses.replace(cfg.network, opponent_head=True),
@@ -384,6 +384,7 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
     replies = np.asarray(buffer.data.next_policy)[: int(buffer.size)]
     np.testing.assert_allclose(np.sort(np.unique(replies.sum(-1).round(4))), [0.0, 1.0])
     assert records[-1]["policy_surprise"] > 0
+    assert records[-1]["pool_start_fraction"] > 0  # the first chunk filled the pool
     weights = np.asarray(buffer.data.weight)[: int(buffer.size)]
     assert weights.min() >= 0.5 and weights.max() > 1  # (1 - 0.5) + 0.5 k / mean(k)
     assert "win_rate/lookahead" in records[-1]

@@ -132,6 +132,16 @@ class TrainConfig:
     weight is (1 - this) + this * k / mean(k), k the KL divergence from the network's
     prior to the search policy at it, the mean over the positions a self-play chunk
     adds (so the weights average 1); 0 = off: every position weighs 1."""
+    surprise_starts: float = schema.field(0.0, ge=0, le=1, note="0 = off")
+    """The share of new self-play games that start from a pool of the most surprising
+    positions of earlier chunks (where the search moved the network's policy most)
+    instead of from a random opening; needs random openings played at once
+    (random_opening_moves > 0, opening_targets drop). 0 = off."""
+    surprise_pool: int = schema.field(4096, ge=1)
+    """Positions in the start pool of surprise_starts (each chunk replaces the oldest
+    selfplay_batch of them with its most surprising ones)."""
+    surprise_start_moves: int = schema.field(20, ge=0, le=41)
+    """The most stones a position may have to enter the start pool (the opening stage)."""
     kl_target: float = schema.field(0.0, ge=0, note="0 = off")
     """KL-adaptive learning rate: target KL(before || after) per SGD step (0 = off)."""
     mirror_augment: bool = True
@@ -231,6 +241,10 @@ def validate(config: Config, num_devices: int = 1) -> Config:
           f"below search.num_simulations ({s.num_simulations}) while "
           "train.full_search_fraction < 1",
           t.fast_search_simulations)
+    check(t.surprise_starts == 0 or (t.random_opening_moves > 0 and t.opening_targets == "drop"),
+          "train.surprise_starts",
+          "0 unless random openings are played at once (train.random_opening_moves > 0 "
+          "and train.opening_targets 'drop')", t.surprise_starts)
     default_weight = TrainConfig.__dataclass_fields__["opponent_policy_weight"].default
     check(config.network.opponent_head or t.opponent_policy_weight == default_weight,
           "train.opponent_policy_weight",

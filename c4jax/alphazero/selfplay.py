@@ -57,6 +57,13 @@ Two options widen what the network learns from:
   the search overturned the network weigh more. KataGo writes such positions
   into its data more often, with s = 1/2; a loss weight is the same in
   expectation.
+* ``surprise_starts = f`` (with random openings played at once): a share f of
+  the new games start from a pool of the most surprising positions of earlier
+  chunks (``starts``) instead of from a random opening; each chunk keeps its
+  B most surprising positions with at most ``surprise_start_moves`` stones.
+  A start from the pool counts all its stones as opening moves: its game's
+  positions from there on are searched and trained on, as after a random
+  opening.
 
 Given the search's root evaluation (``evaluate_fn``), a move's root reuses the
 network's evaluation of its position that the previous move's search already
@@ -78,6 +85,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from c4jax import env, replay
+from c4jax.alphazero import starts as starts_lib
 
 TAIL = env.NUM_CELLS  # L: an unfinished game has at most 41 positions
 OPENINGS_PER_SLOT = 2  # R: random openings drawn a game slot a chunk (module doc)
@@ -108,11 +116,14 @@ class SelfPlayState:
     games: env.State  # [B] current positions
     tail: Record  # [L, B] each game's positions so far, right-aligned
     opening: jax.Array  # [B] int32 random opening moves of each current game
+    # The positions new games may start from (``surprise_starts``); None when off.
+    pool: starts_lib.StartPool | None = None
 
 
-def init(batch_size: int, *, surprise: bool = False) -> SelfPlayState:
+def init(batch_size: int, *, surprise: bool = False, pool: int = 0) -> SelfPlayState:
     """B fresh games with empty tails (and no random opening moves); the tails
-    keep ``Record.surprise`` when ``surprise``."""
+    keep ``Record.surprise`` when ``surprise``, and an empty start pool of
+    ``pool`` positions comes with them when ``pool > 0``."""
     games = env.init_batch(batch_size)
     empty = Record(
         state=jax.tree.map(lambda x: jnp.broadcast_to(x, (TAIL, batch_size)), env.init()),
@@ -125,7 +136,8 @@ def init(batch_size: int, *, surprise: bool = False) -> SelfPlayState:
         full=jnp.zeros((TAIL, batch_size), bool),
         surprise=jnp.zeros((TAIL, batch_size), jnp.float32) if surprise else None,
     )
-    return SelfPlayState(games=games, tail=empty, opening=jnp.zeros((batch_size,), jnp.int32))
+    return SelfPlayState(games=games, tail=empty, opening=jnp.zeros((batch_size,), jnp.int32),
+                         pool=starts_lib.init(pool) if pool else None)
 
 
 def game_results(done: jax.Array, winner: jax.Array) -> jax.Array:
@@ -305,6 +317,8 @@ def make_selfplay(
     full_search_fraction: float = 1.0,
     next_policy_targets: bool = False,
     policy_surprise_weight: float = 0.0,
+    surprise_starts: float = 0.0,
+    surprise_start_moves: int = 20,
 ) -> Callable:
     """Returns ``selfplay(variables, key, sp_state) -> (sp_state, positions, valid, metrics)``.
 
@@ -336,6 +350,10 @@ def make_selfplay(
             with policy surprise weights (module doc) and keep ``Record.surprise``
             in the tails (``init(..., surprise=True)``). ``search_fn``'s output
             then needs ``prior_logits``.
+        surprise_starts: f in [0, 1], the share of new games started from the
+            state's start pool (module doc; ``init(..., surprise=True,
+            pool=P)``); needs random openings played at once.
+        surprise_start_moves: the most stones a position may have to enter the pool.
 
     The returned function is pure and jittable. ``positions`` holds the
     ``(L + T) * B`` candidate rows of the window (tail + chunk) and ``valid``
@@ -352,13 +370,20 @@ def make_selfplay(
         raise ValueError(f"full_search_fraction: in (0, 1], got {full_search_fraction!r}")
     if not 0 <= policy_surprise_weight <= 1:
         raise ValueError(f"policy_surprise_weight: in [0, 1], got {policy_surprise_weight!r}")
-    surprised = policy_surprise_weight > 0
+    if not 0 <= surprise_starts <= 1:
+        raise ValueError(f"surprise_starts: in [0, 1], got {surprise_starts!r}")
+    weighted = policy_surprise_weight > 0
+    pooled = surprise_starts > 0
+    surprised = weighted or pooled
     capped = full_search_fraction < 1
     if capped and fast_search_fn is None:
         raise ValueError("full_search_fraction < 1 needs a fast_search_fn")
 
     # Random openings played at once when a game starts (module doc), unsearched.
     at_once = random_opening_moves > 0 and opening_targets == "drop"
+    if pooled and not at_once:
+        raise ValueError("surprise_starts needs random openings played at once "
+                         "(random_opening_moves > 0, opening_targets 'drop')")
 
     def selfplay(variables, key, sp_state: SelfPlayState):
         batch = sp_state.games.num_moves.shape[0]
@@ -367,14 +392,22 @@ def make_selfplay(
             key, openings_key = jax.random.split(key)
             starts, start_moves = random_openings(
                 openings_key, OPENINGS_PER_SLOT * batch, random_opening_moves)
+            if pooled:
+                key, pool_key = jax.random.split(key)
+                starts, start_moves, from_pool = starts_lib.draw(
+                    sp_state.pool, pool_key, starts, start_moves, surprise_starts)
+            else:
+                from_pool = jnp.zeros(start_moves.shape, bool)
         else:  # the empty board (the random moves, if any, are searched one a step)
             starts, start_moves = env.init_batch(1), jnp.zeros((1,), jnp.int32)
+            from_pool = jnp.zeros((1,), bool)
         starts_eval = evaluate_fn(variables, starts) if reuse else ()
-        pool = (starts, start_moves, starts_eval)
+        pool = (starts, start_moves, from_pool, starts_eval)
 
         def start_of(started):
             """The start of each slot's next game: [B] positions, their random moves,
-            and their (logits [B, A], value [B]) where evaluated."""
+            whether they came from the start pool, and their (logits [B, A], value
+            [B]) where evaluated."""
             if not at_once:
                 return jax.tree.map(lambda x: jnp.broadcast_to(x[0], (batch,) + x.shape[1:]),
                                     pool)
@@ -422,7 +455,7 @@ def make_selfplay(
                 action = jnp.where(random, random_action, out.action)
             after = env.step(games, action)
             restart = after.terminated
-            new_games, new_moves, new_eval = start_of(started)
+            new_games, new_moves, new_from_pool, new_eval = start_of(started)
             started = started + restart
             if reuse:  # the evaluation of ``after`` the search made, or its start's
                 played = action[:, None]
@@ -456,7 +489,9 @@ def make_selfplay(
                 new_opening = jax.random.randint(
                     opening_key, (batch,), 0, random_opening_moves + 1)
             opening = jnp.where(restart, new_opening, opening)
-            return (games, opening, roots, started), (record, after.num_moves, new_opening)
+            pool_start = restart & new_from_pool
+            return (games, opening, roots, started), (
+                record, after.num_moves, new_opening, pool_start)
 
         keys = jax.random.split(key, num_steps)
         # No evaluation carried into a chunk: the network changed since the last one.
@@ -465,7 +500,7 @@ def make_selfplay(
             jnp.zeros((batch,), jnp.float32),
             jnp.zeros((batch,), bool),
         )
-        (games, opening, _, _), (chunk, lengths, openings) = jax.lax.scan(
+        (games, opening, _, _), (chunk, lengths, openings, pool_starts) = jax.lax.scan(
             move, (sp_state.games, sp_state.opening, roots, jnp.zeros((batch,), jnp.int32)),
             keys
         )
@@ -504,7 +539,7 @@ def make_selfplay(
             next_policy=(flat(next_policies(window.policy, window.done, window.full))
                          if next_policy_targets else None),
             weight=(flat(surprise_weights(window.surprise, ready, policy_surprise_weight))
-                    if surprised else None),
+                    if weighted else None),
         )
         finished = chunk.done.sum()
         denominator = jnp.maximum(finished, 1)
@@ -523,7 +558,16 @@ def make_selfplay(
         if surprised:  # mean policy surprise of the positions handed to the buffer
             metrics["policy_surprise"] = (jnp.sum(jnp.where(ready, window.surprise, 0.0))
                                           / jnp.maximum(ready.sum(), 1))
-        new_state = SelfPlayState(games=games, tail=new_tail, opening=opening)
+        new_pool = sp_state.pool
+        if pooled:  # this chunk's most surprising positions of the opening stage
+            eligible = (chunk.valid & chunk.full
+                        & (chunk.state.num_moves <= surprise_start_moves))
+            new_pool = starts_lib.add(
+                sp_state.pool, jax.tree.map(flat, chunk.state), flat(chunk.surprise),
+                flat(eligible), min(num_steps * batch, sp_state.pool.surprise.shape[0], batch))
+            metrics["pool_start_fraction"] = pool_starts.sum() / denominator
+            metrics["pool_surprise"] = jnp.sum(new_pool.surprise) / jnp.maximum(new_pool.size, 1)
+        new_state = SelfPlayState(games=games, tail=new_tail, opening=opening, pool=new_pool)
         return new_state, positions, flat(ready), metrics
 
     return selfplay

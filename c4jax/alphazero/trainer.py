@@ -118,6 +118,8 @@ class Trainer:
             full_search_fraction=config.train.full_search_fraction,
             next_policy_targets=config.network.opponent_head,
             policy_surprise_weight=config.train.policy_surprise_weight,
+            surprise_starts=config.train.surprise_starts,
+            surprise_start_moves=config.train.surprise_start_moves,
         )
         # XLA:CPU runs convolution gradients ~10x slower inside a while loop
         # than in straight-line code (measured: 16 SGD steps of a 3x32 net on
@@ -187,7 +189,9 @@ class Trainer:
             best=jax.tree.map(jnp.copy, variables),
             replay=replay.init(t.replay_capacity, next_policy=self.config.network.opponent_head,
                                weight=t.policy_surprise_weight > 0),
-            selfplay=selfplay.init(t.selfplay_batch, surprise=t.policy_surprise_weight > 0),
+            selfplay=selfplay.init(
+                t.selfplay_batch, surprise=t.policy_surprise_weight > 0 or t.surprise_starts > 0,
+                pool=t.surprise_pool if t.surprise_starts > 0 else 0),
         )
 
     def selfplay_chunk(
@@ -335,6 +339,7 @@ class Trainer:
                 games=every(abstract.selfplay.games, batch),
                 tail=every(abstract.selfplay.tail, time_batch),
                 opening=batch,
+                pool=every(abstract.selfplay.pool, replicated),
             ),
         )
 

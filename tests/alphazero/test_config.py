@@ -125,6 +125,9 @@ def test_round_trip_through_json(tmp_path):
         ("train", "full_search_fraction", 1.5, "train.full_search_fraction"),
         ("train", "policy_surprise_weight", 1.5, "train.policy_surprise_weight"),
         ("train", "policy_surprise_weight", -0.5, "train.policy_surprise_weight"),
+        ("train", "surprise_starts", 1.5, "train.surprise_starts"),
+        ("train", "surprise_pool", 0, "train.surprise_pool"),
+        ("train", "surprise_start_moves", 42, "train.surprise_start_moves"),
         ("search", "evaluation_move", "best", "search.evaluation_move"),
         ("search", "c_scale", 0.0, "search.c_scale"),
         ("search", "c_visit", -1.0, "search.c_visit"),
@@ -269,3 +272,14 @@ def test_the_opponent_weight_is_refused_without_the_head_it_weighs():
         config_lib.validate(dataclasses.replace(cfg, train=train))
     network = dataclasses.replace(cfg.network, opponent_head=True)
     config_lib.validate(dataclasses.replace(cfg, train=train, network=network))
+
+
+def test_surprise_starts_need_random_openings_played_at_once():
+    cfg = config_lib.load("tiny")
+    for change in ({"random_opening_moves": 0}, {"opening_targets": "search"}):
+        options = {"surprise_starts": 0.25, "random_opening_moves": 4, **change}
+        train = dataclasses.replace(cfg.train, **options)
+        with pytest.raises(ValueError, match=r"train\.surprise_starts.*played at once"):
+            config_lib.validate(dataclasses.replace(cfg, train=train))
+    train = dataclasses.replace(cfg.train, surprise_starts=0.25, random_opening_moves=4)
+    assert config_lib.validate(dataclasses.replace(cfg, train=train)).train == train

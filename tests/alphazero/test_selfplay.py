@@ -420,6 +420,34 @@ def test_surprise_weights_average_one_over_the_trained_positions_only():
     np.testing.assert_array_equal(np.asarray(none), np.ones(4))
 
 
+def test_surprise_starts_replay_the_overturned_opening_positions():
+    # Only the second player's positions surprise the scripted prior: only they enter
+    # the pool, and about half of the new games start from them.
+    play = jax.jit(selfplay.make_selfplay(
+        _scripted_with_prior, num_steps=8, random_opening_moves=3, surprise_starts=0.5,
+        surprise_start_moves=6))
+    sp = selfplay.init(16, surprise=True, pool=64)
+    trained, shares = 0, []
+    for chunk in range(6):
+        sp, positions, valid, metrics = play({}, jax.random.key(chunk), sp)
+        trained += int(np.asarray(valid).sum())
+        shares.append(float(metrics["pool_start_fraction"]))
+        assert positions.weight is None  # no loss weights asked for
+    size = int(sp.pool.size)
+    assert size == 64  # 16 a chunk, the oldest overwritten
+    np.testing.assert_allclose(np.asarray(sp.pool.surprise), np.log(7), rtol=1e-5)
+    assert (np.asarray(sp.pool.state.current_player) == 1).all()
+    assert (np.asarray(sp.pool.state.num_moves) <= 6).all()
+    assert shares[0] == 0 and 0.3 < np.mean(shares[2:]) < 0.7  # the pool is empty at first
+    # Games from the pool waste no search: every searched position is trained on.
+    assert trained + int(np.asarray(sp.tail.valid).sum()) == 8 * 6 * 16
+
+
+def test_surprise_starts_need_random_openings_played_at_once():
+    with pytest.raises(ValueError, match="surprise_starts needs random openings"):
+        selfplay.make_selfplay(_scripted_with_prior, num_steps=3, surprise_starts=0.5)
+
+
 def test_surprise_weight_must_be_a_share():
     with pytest.raises(ValueError, match="policy_surprise_weight"):
         selfplay.make_selfplay(_scripted, num_steps=3, policy_surprise_weight=1.5)
