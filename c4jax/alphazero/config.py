@@ -11,6 +11,7 @@ message that names the field and what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -245,11 +246,17 @@ def validate(config: Config, num_devices: int = 1) -> Config:
           "train.surprise_starts",
           "0 unless random openings are played at once (train.random_opening_moves > 0 "
           "and train.opening_targets 'drop')", t.surprise_starts)
-    default_weight = TrainConfig.__dataclass_fields__["opponent_policy_weight"].default
-    check(config.network.opponent_head or t.opponent_policy_weight == default_weight,
-          "train.opponent_policy_weight",
-          f"{default_weight} (its default) unless network.opponent_head is on: "
-          "without the head nothing reads it", t.opponent_policy_weight)
+    # Settings of an option that is off: refused unless left at their defaults.
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    for name, option, on in (
+        ("opponent_policy_weight", "network.opponent_head", config.network.opponent_head),
+        ("surprise_pool", "train.surprise_starts", t.surprise_starts > 0),
+        ("surprise_start_moves", "train.surprise_starts", t.surprise_starts > 0),
+    ):
+        value = getattr(t, name)
+        check(on or value == defaults[name], f"train.{name}",
+              f"{defaults[name]} (its default) unless {option} is on: nothing else reads it",
+              value)
     check(not (e.gating and not e.every), "eval.gating",
           "0 when eval.every is 0 (gating happens at evaluations)", e.gating)
     return config

@@ -127,7 +127,8 @@ def make_sgd_step(
             mutable=["batch_stats", "intermediates"] if opponent else ["batch_stats"],
         )
         # [B] per-example losses. The loss weighs them with the minibatch's weights
-        # (policy surprise weighting) where it has them; the metrics stay unweighted.
+        # (policy surprise weighting) where it has them; the metrics of its parts
+        # (policy_loss, value_loss, opponent_policy_loss) stay unweighted.
         policy_losses = optax.softmax_cross_entropy(logits, batch.policy)
         value_losses = jnp.square(value - batch.value)
         policy_loss, value_loss = policy_losses.mean(), value_losses.mean()

@@ -105,7 +105,7 @@ class Record:
     search_value: jax.Array  # [T, B] float32 search value of the position (policy_value)
     full: jax.Array  # [T, B] bool, searched with the full search (trained on)
     # [T, B] float32 KL(search policy || network prior) of the position, the policy
-    # surprise (``policy_surprise``); None unless surprise weights are made.
+    # surprise (``policy_surprise``); None unless surprise weights or starts are on.
     surprise: jax.Array | None = None
 
 
@@ -255,7 +255,7 @@ def policy_surprise(policy: jax.Array, prior_logits: jax.Array) -> jax.Array:
     return jnp.maximum(kl, 0.0)  # rounding can dip below 0 where the two agree
 
 
-def surprise_weights(surprise: jax.Array, trained: jax.Array, share: float) -> jax.Array:
+def surprise_weights(surprise: jax.Array, trained: jax.Array, *, share: float) -> jax.Array:
     """[...] float32 loss weights ``(1 - share) + share * k / mean(k)`` (module doc).
 
     The mean is over the ``trained`` positions; where their surprise is all zero
@@ -395,7 +395,7 @@ def make_selfplay(
             if pooled:
                 key, pool_key = jax.random.split(key)
                 starts, start_moves, from_pool = starts_lib.draw(
-                    sp_state.pool, pool_key, starts, start_moves, surprise_starts)
+                    sp_state.pool, pool_key, starts, start_moves, share=surprise_starts)
             else:
                 from_pool = jnp.zeros(start_moves.shape, bool)
         else:  # the empty board (the random moves, if any, are searched one a step)
@@ -538,7 +538,7 @@ def make_selfplay(
             value=flat(value),
             next_policy=(flat(next_policies(window.policy, window.done, window.full))
                          if next_policy_targets else None),
-            weight=(flat(surprise_weights(window.surprise, ready, policy_surprise_weight))
+            weight=(flat(surprise_weights(window.surprise, ready, share=policy_surprise_weight))
                     if weighted else None),
         )
         finished = chunk.done.sum()
@@ -564,7 +564,7 @@ def make_selfplay(
                         & (chunk.state.num_moves <= surprise_start_moves))
             new_pool = starts_lib.add(
                 sp_state.pool, jax.tree.map(flat, chunk.state), flat(chunk.surprise),
-                flat(eligible), min(num_steps * batch, sp_state.pool.surprise.shape[0], batch))
+                flat(eligible), keep=min(sp_state.pool.surprise.shape[0], batch))
             metrics["pool_start_fraction"] = pool_starts.sum() / denominator
             metrics["pool_surprise"] = jnp.sum(new_pool.surprise) / jnp.maximum(new_pool.size, 1)
         new_state = SelfPlayState(games=games, tail=new_tail, opening=opening, pool=new_pool)

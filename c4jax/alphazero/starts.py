@@ -6,8 +6,10 @@ keeps the K most surprising positions of each chunk that have at most a given
 number of stones (the opening stage, where the agent is weakest) in a ring of
 P positions, and starts a share of its new games from them instead of from a
 random opening: the positions it gets wrong come up again, with a fresh search
-and a fresh game result, until it gets them right. Shape letters: P pool
-positions, M candidate positions, N starts drawn.
+and a fresh game result, until it gets them right. A position enters only once
+(not while it is in the pool, nor twice in one chunk), and only with a
+surprise above 0. Shape letters: P pool positions, M candidate positions, K
+positions kept at once, N starts drawn.
 """
 
 from __future__ import annotations
@@ -39,25 +41,40 @@ def init(size: int) -> StartPool:
     )
 
 
-def add(pool: StartPool, state: env.State, surprise: jax.Array, eligible: jax.Array,
+def _same_board(a: env.State, b: env.State) -> jax.Array:
+    """[X, Y] bool: position i of ``a`` [X] is position j of ``b`` [Y]."""
+    same = [x[:, None] == y[None, :] for x, y in
+            ((a.own_lo, b.own_lo), (a.own_hi, b.own_hi), (a.all_lo, b.all_lo),
+             (a.all_hi, b.all_hi))]
+    return same[0] & same[1] & same[2] & same[3]
+
+
+def add(pool: StartPool, state: env.State, surprise: jax.Array, eligible: jax.Array, *,
         keep: int) -> StartPool:
-    """Writes the ``keep`` most surprising eligible positions over the oldest.
+    """Writes the ``keep`` most surprising eligible new positions over the oldest.
 
     Args:
         pool: the pool.
         state: [M] candidate positions.
         surprise: [M] float32 their policy surprise.
-        eligible: [M] bool, which may enter (fewer than ``keep`` is fine).
+        eligible: [M] bool, which may enter (fewer than ``keep`` is fine). A
+            candidate with surprise 0, one already in the pool, and a repeat of a
+            more surprising candidate do not enter.
         keep: K <= min(M, P), the most positions written.
     """
     capacity = pool.surprise.shape[0]
-    score = jnp.where(eligible, surprise, -jnp.inf)
+    score = jnp.where(eligible & (surprise > 0), surprise, -jnp.inf)
     top, index = jax.lax.top_k(score, keep)  # [K], most surprising first
+    chosen = jax.tree.map(lambda x: x[index], state)
     ok = top > -jnp.inf
+    filled = jnp.arange(capacity) < pool.size  # [P]
+    in_pool = jnp.any(_same_board(chosen, pool.state) & filled[None, :], axis=1)
+    earlier = jnp.arange(keep)[None, :] < jnp.arange(keep)[:, None]  # [K, K] j before i
+    repeat = jnp.any(_same_board(chosen, chosen) & earlier & ok[None, :], axis=1)
+    ok = ok & ~in_pool & ~repeat
     count = jnp.sum(ok.astype(jnp.int32))
     rank = jnp.cumsum(ok.astype(jnp.int32)) - 1
     slot = jnp.where(ok, (pool.insert + rank) % capacity, capacity)  # capacity: dropped
-    chosen = jax.tree.map(lambda x: x[index], state)
 
     def write(old, new):
         return old.at[slot].set(new, mode="drop")
@@ -70,7 +87,7 @@ def add(pool: StartPool, state: env.State, surprise: jax.Array, eligible: jax.Ar
     )
 
 
-def draw(pool: StartPool, key: jax.Array, starts: env.State, moves: jax.Array,
+def draw(pool: StartPool, key: jax.Array, starts: env.State, moves: jax.Array, *,
          share: float) -> tuple[env.State, jax.Array, jax.Array]:
     """Replaces a share of ``starts`` with positions drawn uniformly from the pool.
 

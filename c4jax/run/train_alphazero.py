@@ -37,15 +37,20 @@ TIMINGS = config_lib.PRESET_DIR / "timings" / "cpu.json"
 
 NonFiniteError = loop.NonFiniteError  # the loss or parameters became NaN/inf
 
-# Fields a checkpoint's arrays depend on: they cannot change when resuming.
+# Fields a checkpoint's arrays depend on: they cannot change when resuming. (The
+# surprise options only shape the state by being on or off; kept whole for a plain rule.)
 _STATE_FIELDS = (
     "network.num_blocks",
     "network.channels",
     "network.kernel_size",
     "network.value_channels",
+    "network.opponent_head",
     "train.selfplay_batch",
     "train.replay_capacity",
     "train.optimizer",
+    "train.policy_surprise_weight",
+    "train.surprise_starts",
+    "train.surprise_pool",
 )
 
 

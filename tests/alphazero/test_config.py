@@ -283,3 +283,13 @@ def test_surprise_starts_need_random_openings_played_at_once():
             config_lib.validate(dataclasses.replace(cfg, train=train))
     train = dataclasses.replace(cfg.train, surprise_starts=0.25, random_opening_moves=4)
     assert config_lib.validate(dataclasses.replace(cfg, train=train)).train == train
+
+
+def test_the_start_pool_settings_are_refused_without_surprise_starts():
+    cfg = config_lib.load("tiny")
+    for change in ({"surprise_pool": 64}, {"surprise_start_moves": 8}):
+        train = dataclasses.replace(cfg.train, **change)
+        with pytest.raises(ValueError, match=r"unless train\.surprise_starts is on"):
+            config_lib.validate(dataclasses.replace(cfg, train=train))
+        on = dataclasses.replace(train, surprise_starts=0.25, random_opening_moves=4)
+        assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on

@@ -409,14 +409,19 @@ def test_policy_surprise_is_the_kl_from_the_prior_to_the_search_policy():
     np.testing.assert_allclose(got, [np.log(7) - np.log(2), 0.0], rtol=1e-5)  # 0: game over
     agreeing = jnp.log(jnp.array([[0.5, 0.5, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30]]))
     assert float(selfplay.policy_surprise(policy[:1], agreeing)[0]) < 1e-5
+    # The search's masked logits (finfo.min on full columns) give finite values.
+    legal = jnp.array([[True, True, False, False, False, False, False]] * 2)
+    masked = search.mask_logits(jnp.zeros((2, 7)), legal)
+    np.testing.assert_allclose(np.asarray(selfplay.policy_surprise(policy, masked)), 0.0,
+                               atol=1e-6)
 
 
 def test_surprise_weights_average_one_over_the_trained_positions_only():
     surprise = jnp.array([0.0, 2.0, 4.0, 100.0])
     trained = jnp.array([True, True, True, False])  # the last is not handed to the buffer
-    got = np.asarray(selfplay.surprise_weights(surprise, trained, 1.0))
+    got = np.asarray(selfplay.surprise_weights(surprise, trained, share=1.0))
     np.testing.assert_allclose(got[:3], [0.0, 1.0, 2.0])
-    none = selfplay.surprise_weights(jnp.zeros(4), trained, 0.5)  # no search: all weigh 1
+    none = selfplay.surprise_weights(jnp.zeros(4), trained, share=0.5)  # no search: all weigh 1
     np.testing.assert_array_equal(np.asarray(none), np.ones(4))
 
 
@@ -434,10 +439,11 @@ def test_surprise_starts_replay_the_overturned_opening_positions():
         shares.append(float(metrics["pool_start_fraction"]))
         assert positions.weight is None  # no loss weights asked for
     size = int(sp.pool.size)
-    assert size == 64  # 16 a chunk, the oldest overwritten
-    np.testing.assert_allclose(np.asarray(sp.pool.surprise), np.log(7), rtol=1e-5)
-    assert (np.asarray(sp.pool.state.current_player) == 1).all()
-    assert (np.asarray(sp.pool.state.num_moves) <= 6).all()
+    state = jax.tree.map(lambda x: np.asarray(x)[:size], sp.pool.state)
+    boards = {(a, b) for a, b in zip(state.own_lo, state.all_lo, strict=True)}
+    assert 16 < size == len(boards)  # more than one chunk's worth, each board once
+    np.testing.assert_allclose(np.asarray(sp.pool.surprise)[:size], np.log(7), rtol=1e-5)
+    assert (state.current_player == 1).all() and (state.num_moves <= 6).all()
     assert shares[0] == 0 and 0.3 < np.mean(shares[2:]) < 0.7  # the pool is empty at first
     # Games from the pool waste no search: every searched position is trained on.
     assert trained + int(np.asarray(sp.tail.valid).sum()) == 8 * 6 * 16

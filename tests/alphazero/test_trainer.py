@@ -249,3 +249,48 @@ def test_checkpoints_keep_the_buffer_in_slot_order(two_devices):
     assert not two_devices["stored_prefix_filled"]  # half of them lie in the second half
     assert two_devices["ordered_prefix_filled"]
     assert two_devices["round_trip"]
+
+
+# Policy surprise weights and starts from surprising positions, on two devices.
+_SURPRISE_CHILD = """
+import dataclasses, json
+import jax
+import numpy as np
+from c4jax.alphazero import config as config_lib, trainer
+
+cfg = config_lib.load("tiny")
+cfg = dataclasses.replace(cfg, train=dataclasses.replace(
+    cfg.train, minibatch_size=48, replay_capacity=3000, random_opening_moves=4,
+    policy_surprise_weight=0.5, surprise_starts=0.5, surprise_pool=64))
+run = trainer.Trainer(cfg)
+state = run.init(jax.random.key(0))
+for step in range(2):
+    state, metrics = run.iteration(state, jax.random.key(step))
+size = int(state.replay.size)
+weights = np.asarray(run.to_checkpoint(state).replay.data.weight)[:size]
+print(json.dumps({
+    "devices": jax.device_count(), "size": size,
+    "weight_mean": float(weights.mean()), "weight_max": float(weights.max()),
+    "pool_size": int(state.selfplay.pool.size),
+    "pool_start_fraction": float(metrics["pool_start_fraction"]),
+}))
+"""
+
+
+@pytest.mark.slow
+def test_surprise_weights_and_starts_run_on_two_devices():
+    """Each chunk's loss weights average 1 over both devices' games; the start pool
+    (replicated) fills from the first chunk and feeds the second chunk's games."""
+    env = {
+        **os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
+        "XLA_FLAGS": xla_env.with_devices(2),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _SURPRISE_CHILD], capture_output=True, text=True, env=env,
+        cwd=ROOT, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    assert measured["devices"] == 2 and measured["size"] > 0
+    assert abs(measured["weight_mean"] - 1.0) < 1e-3 and measured["weight_max"] > 1.0
+    assert measured["pool_size"] > 0 and measured["pool_start_fraction"] > 0
