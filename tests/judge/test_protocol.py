@@ -40,6 +40,9 @@ def test_cached_jit_is_one_lru_cache():
 
 def test_batched_act_calls_both_kinds_and_reuses_the_compiled_call():
     states = env.stack([env.from_moves(m) for m in ("", "111111", "4453")])
+    # Start from an empty cache: one that earlier tests filled to CACHE_SIZE would
+    # evict an entry for the new one and keep its length.
+    protocol._cache.clear()
     before = len(protocol._cache)
     moves = [
         protocol.batched_act(functools.partial(_biased, bias))(jax.random.PRNGKey(0), states)
