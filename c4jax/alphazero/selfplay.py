@@ -7,7 +7,7 @@ as a right-aligned tail of L = 42 slots and carried into the next chunk, where
 its targets become known. Shape letters: T moves per chunk, L = 42 tail slots,
 B games, A = 7 actions.
 
-Two options widen what the network learns from:
+These options widen what the network learns from:
 
 * ``random_opening_moves = K``: each game opens with k ~ U{0..K} uniformly
   random moves, so that self-play visits the varied positions that a strong
