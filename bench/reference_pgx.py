@@ -13,7 +13,7 @@ backward pass over the chunk, as in the example (positions of games still
 running at the end of a chunk get no target). The observations go into a ring
 buffer (``replay.add``), and SGD samples observation minibatches from it with
 the same learner step (``learner.make_sgd_step`` of the run's network and
-optimizer) in the same loop as ``Trainer.learn``.
+optimizer) in the same ``lax.scan`` as ``Trainer.learn``.
 
 ``stub_apply`` stands in for the network in either pipeline's self-play
 (``--stub-network``), leaving env + tree + observation.
@@ -176,19 +176,12 @@ def reference_pipeline(run, games_key: jax.Array, learner_state, apply_fn: Calla
         return replay.Minibatch(obs=obs, policy=target, value=picked.value)
 
     sgd_step = learner.make_sgd_step(run.network, run.optimizer, t)
-    unroll = jax.devices()[0].platform == "cpu"  # as Trainer.learn loops
 
     def learn(learner_state, buffer, key):
         def sgd(ls, sgd_key):
             return sgd_step(ls, sample(buffer, sgd_key))
 
         keys = jax.random.split(key, t.sgd_steps)
-        if unroll:
-            losses = []
-            for sgd_key in keys:
-                learner_state, metrics = sgd(learner_state, sgd_key)
-                losses.append(metrics["loss"])
-            return learner_state, jnp.mean(jnp.stack(losses))
         learner_state, metrics = jax.lax.scan(sgd, learner_state, keys)
         return learner_state, jnp.mean(metrics["loss"])
 

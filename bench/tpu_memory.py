@@ -8,8 +8,7 @@ Two numbers, both computed on this machine without allocating the state:
   ``jax.eval_shape`` of the trainer's ``init``;
 * **peak of the fused step**: XLA's memory analysis of the compiled
   ``iteration`` (arguments + outputs + temporaries - aliased donations +
-  generated code), the program a TPU runs (the ``lax.scan`` SGD loop, not the
-  CPU-only unrolled one). It is compiled twice where it can be:
+  generated code), the program a TPU runs. It is compiled twice where it can be:
 
   - by **the TPU compiler itself**, for a compile-only v5e chip
     (``jax.experimental.topologies``; no TPU needed, only libtpu: ``pip install
@@ -100,7 +99,6 @@ def step_memory(run) -> dict[str, int]:
     """XLA's memory analysis of ``run``'s fused iteration, as it runs off the CPU."""
     import jax
 
-    run._unroll = False  # the lax.scan SGD loop that GPUs and TPUs run
     abstract = run.abstract_state()
     key = jax.eval_shape(lambda: jax.random.key(0))
     compiled = run.iteration.lower(abstract, key).compile()

@@ -91,9 +91,8 @@ def test_loss_goes_down(tmp_path, seed):
     differences. The threshold is thus a noise estimate, not a fixed number,
     and a broken learner (zero learning rate, flipped gradient) fails it.
     """
-    # 160 SGD steps as 20 iterations of 8: on a CPU the steps of an iteration are
-    # compiled unrolled, so fewer per iteration compile faster (no checkpoints
-    # between, no evaluation: this test is about the learner).
+    # 160 SGD steps as 20 iterations of 8 (no checkpoints between, no evaluation:
+    # this test is about the learner).
     cfg = _tiny(num_iterations=20, sgd_steps=8, learning_rate=0.01)
     cfg = dataclasses.replace(cfg, seed=seed, checkpoint_every=20,
                               eval=dataclasses.replace(cfg.eval, every=0))

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 
 from c4jax import env
+from c4jax.alphazero import conv
 from c4jax.alphazero.config import NetworkConfig
 
 ApplyFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
@@ -42,7 +43,7 @@ _conv_init = nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal")
 _head_init = nn.initializers.variance_scaling(1e-4, "fan_in", "truncated_normal")
 
 
-def _conv(features: int, kernel_size: int, dtype: Any) -> nn.Conv:
+def _conv(features: int, kernel_size: int, dtype: Any, loop_grads: bool) -> nn.Conv:
     return nn.Conv(
         features,
         (kernel_size, kernel_size),
@@ -51,6 +52,7 @@ def _conv(features: int, kernel_size: int, dtype: Any) -> nn.Conv:
         kernel_init=_conv_init,
         dtype=dtype,
         param_dtype=jnp.float32,
+        conv_general_dilated=conv.conv_general_dilated if loop_grads else None,
     )
 
 
@@ -74,12 +76,13 @@ class ResidualBlock(nn.Module):
     kernel_size: int
     dtype: Any = jnp.float32
     bn_momentum: float = 0.9
+    loop_grads: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
         c, k, m, dt = self.channels, self.kernel_size, self.bn_momentum, self.dtype
-        y = nn.relu(_norm(train, m, dt)(_conv(c, k, dt)(x)))
-        y = _norm(train, m, dt)(_conv(c, k, dt)(y))
+        y = nn.relu(_norm(train, m, dt)(_conv(c, k, dt, self.loop_grads)(x)))
+        y = _norm(train, m, dt)(_conv(c, k, dt, self.loop_grads)(y))
         return nn.relu(x + y)
 
 
@@ -96,6 +99,9 @@ class PolicyValueNet(nn.Module):
         value_hidden: width of the value head's hidden dense layer.
         bn_momentum: decay of the BatchNorm running statistics.
         opponent_head: add the opponent-reply policy head (module doc).
+        loop_grads: take the convolutions' gradients as forward-layout
+            convolutions (``c4jax.alphazero.conv``), which XLA:CPU runs fast
+            inside a ``while`` loop; the same values, parameters and outputs.
     """
 
     num_blocks: int
@@ -107,6 +113,7 @@ class PolicyValueNet(nn.Module):
     value_hidden: int = 256
     bn_momentum: float = 0.9
     opponent_head: bool = False
+    loop_grads: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -122,7 +129,7 @@ class PolicyValueNet(nn.Module):
             ``(logits, value)``: [B, A] float32 policy logits (unmasked) and [B]
             float32 value in [-1, 1] for the player to move.
         """
-        conv = lambda features, k: _conv(features, k, self.dtype)  # noqa: E731
+        conv = lambda features, k: _conv(features, k, self.dtype, self.loop_grads)  # noqa: E731
         norm = lambda: _norm(train, self.bn_momentum, self.dtype)  # noqa: E731
         dense = lambda features, init=nn.linear.default_kernel_init: nn.Dense(  # noqa: E731
             features, kernel_init=init, dtype=self.dtype, param_dtype=jnp.float32
@@ -131,9 +138,8 @@ class PolicyValueNet(nn.Module):
         x = obs.astype(self.dtype)
         x = nn.relu(norm()(conv(self.channels, self.kernel_size)(x)))
         for _ in range(self.num_blocks):
-            x = ResidualBlock(self.channels, self.kernel_size, self.dtype, self.bn_momentum)(
-                x, train
-            )
+            x = ResidualBlock(self.channels, self.kernel_size, self.dtype, self.bn_momentum,
+                              self.loop_grads)(x, train)
 
         p = nn.relu(norm()(conv(self.policy_channels, 1)(x)))
         logits = dense(env.NUM_ACTIONS, _head_init)(p.reshape(p.shape[0], -1))
@@ -150,8 +156,11 @@ class PolicyValueNet(nn.Module):
         return logits.astype(jnp.float32), value
 
 
-def make_network(config: NetworkConfig) -> PolicyValueNet:
-    """The network described by ``config`` (bfloat16 compute if ``config.bfloat16``)."""
+def make_network(config: NetworkConfig, *, loop_grads: bool = False) -> PolicyValueNet:
+    """The network described by ``config`` (bfloat16 compute if ``config.bfloat16``).
+
+    ``loop_grads``: see ``PolicyValueNet``; the trainer turns it on on the CPU.
+    """
     return PolicyValueNet(
         num_blocks=config.num_blocks,
         channels=config.channels,
@@ -159,6 +168,7 @@ def make_network(config: NetworkConfig) -> PolicyValueNet:
         value_channels=config.value_channels,
         dtype=jnp.bfloat16 if config.bfloat16 else jnp.float32,
         opponent_head=config.opponent_head,
+        loop_grads=loop_grads,
     )
 
 

@@ -93,7 +93,12 @@ class Trainer:
     def __init__(self, config: Config, mesh: Mesh | None = None):
         self.config = config
         self.mesh = mesh if mesh is not None else make_mesh()
-        self.network = network.make_network(config.network)
+        # The K SGD steps run in a lax.scan. XLA:CPU computes JAX's convolution
+        # gradients ~25x slower inside a loop (c4jax.alphazero.conv), so on the CPU
+        # the network takes them as forward-layout convolutions; written out step
+        # by step instead, the program took minutes to compile and ~30 s to load.
+        on_cpu = self.mesh.devices.flat[0].platform == "cpu"
+        self.network = network.make_network(config.network, loop_grads=on_cpu)
         self.apply_fn = network.make_apply_fn(self.network)
         self.search_fn = search.make_search(self.apply_fn, config.search)
         # The schedule's length is an argument of the step; the state's structure
@@ -121,10 +126,6 @@ class Trainer:
             surprise_starts=config.train.surprise_starts,
             surprise_start_moves=config.train.surprise_start_moves,
         )
-        # XLA:CPU runs convolution gradients ~10x slower inside a while loop
-        # than in straight-line code (measured: 16 SGD steps of a 3x32 net on
-        # B=256 took 21 s scanned, 1.5 s unrolled); elsewhere keep the loop.
-        self._unroll = self.mesh.devices.flat[0].platform == "cpu"
         abstract = jax.eval_shape(self._init, jax.random.key(0))
         num_devices = self.mesh.devices.size
         capacity = config.train.replay_capacity
@@ -263,15 +264,6 @@ class Trainer:
             return self._sgd_step(learner_state, batch, total_steps)
 
         keys = jax.random.split(key, t.sgd_steps)
-        if self._unroll:  # straight-line code (a length-1 scan would still loop)
-            # Jitted on its own, the step is traced once for the K calls; XLA inlines
-            # the calls, so the compiled program is the same straight-line code.
-            sgd_once = jax.jit(sgd)
-            learned, per_step = learner_state, []
-            for sgd_key in keys:
-                learned, step_metrics = sgd_once(learned, sgd_key, buffer, total_steps)
-                per_step.append(step_metrics)
-            return learned, jax.tree.map(lambda *m: jnp.mean(jnp.stack(m)), *per_step)
         learned, metrics = jax.lax.scan(
             lambda s, k: sgd(s, k, buffer, total_steps), learner_state, keys)
         return learned, jax.tree.map(jnp.mean, metrics)

@@ -199,9 +199,7 @@ def _checkpoint_steps(workdir: Path) -> list[str]:
 
 
 # The tiny preset with one SGD step an iteration: these tests are about processes that
-# train together, not about learning, and on a CPU each SGD step of an iteration is
-# compiled on its own (unrolled), which process 1 does in every test (JAX writes the
-# persistent compilation cache from process 0 only).
+# train together, not about learning.
 _SMALL = ["--config", "tiny", "--no-progress", "--train.sgd-steps", "1"]
 # 4 iterations, checkpoints at 2 and 4, and a short evaluation at 2 and 4 (which runs
 # on each process's own copy of the network).
