@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 
 from c4jax import env
-from c4jax.alphazero import conv
+from c4jax.alphazero import conv as conv_lib
 from c4jax.alphazero.config import NetworkConfig
 
 ApplyFn = Callable[[Any, jax.Array], tuple[jax.Array, jax.Array]]
@@ -52,7 +52,7 @@ def _conv(features: int, kernel_size: int, dtype: Any, loop_grads: bool) -> nn.C
         kernel_init=_conv_init,
         dtype=dtype,
         param_dtype=jnp.float32,
-        conv_general_dilated=conv.conv_general_dilated if loop_grads else None,
+        conv_general_dilated=conv_lib.conv_general_dilated if loop_grads else None,
     )
 
 
