@@ -264,8 +264,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sgd-steps",
         type=int,
         default=None,
-        help="SGD steps per call (default: --steps, else the preset's, 32; on CPU 1 step "
-        "is ~18x slower per step: a one-trip while loop)",
+        help="SGD steps per call (default: --steps, else the preset's, 32)",
     )
     parser.add_argument("--repeats", type=int, default=5, help="timed calls; the median counts")
     parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
