@@ -182,6 +182,10 @@ def run_match(args) -> dict:
         summary["judged"] = judge.summary()
         print(f"{name_a}'s {len(judge)} moves in these games, judged by the perfect solver:")
         print(solver.format_report({name_a: {"played": summary["judged"]}}))
+        summary["judged_by_stage"] = judge.by_stage()
+        print(f"Where {name_a}'s mistakes fell (stones on the board before the move) "
+              "and what each gave away:")
+        print(solver.format_stages(summary["judged_by_stage"]))
         if args.every_opening:
             kept = perfect.kept_results(result.outcomes, result.a_first, args.openings)
             summary["kept_result"] = {"kept": int(kept.sum()), "games": int(kept.size)}

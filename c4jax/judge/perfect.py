@@ -118,12 +118,13 @@ class MoveJudge:
 
     Pass it as ``observer`` to ``arena.play_games`` / ``play_match``; then
     ``summary()`` gives ``solver.summarize``'s rates over every position in
-    which agent_a moved (live games only).
+    which agent_a moved (live games only), ``by_stage()`` where those mistakes fell.
     """
 
     def __init__(self):
         self._states: list[env.State] = []  # each [b] numpy
         self._moves: list[np.ndarray] = []  # each [b] int32
+        self._cache = None  # (moves seen, _judged()'s arrays)
 
     def __call__(self, state: env.State, actions: np.ndarray, is_a: bool) -> None:
         if not is_a:
@@ -142,12 +143,31 @@ class MoveJudge:
             MissingSolverError: bitbully is not installed.
             ValueError: no move was collected.
         """
+        _, scores, legal, chosen = self._judged()
+        return solver.summarize(solver.judge_moves(scores, legal, chosen))
+
+    def by_stage(self, edges=solver.STAGE_EDGES) -> list[dict]:
+        """``solver.mistakes_by_stage`` over the collected moves: where in the game
+        the mistakes fell (stones on the board) and what each gave away.
+
+        Raises:
+            MissingSolverError: bitbully is not installed.
+            ValueError: no move was collected, or bad ``edges``.
+        """
+        state, scores, legal, chosen = self._judged()
+        return solver.mistakes_by_stage(state.num_moves, scores, legal, chosen, edges=edges)
+
+    def _judged(self) -> tuple[env.State, np.ndarray, np.ndarray, np.ndarray]:
+        """The collected positions ([P] numpy state), their [P, A] exact scores,
+        [P, A] legal masks and [P] chosen moves; the scores are computed once."""
         if not len(self):
             raise ValueError("no move of the judged agent was seen")
-        state = jax.tree.map(lambda *x: np.concatenate(x), *self._states)
-        scores = move_scores(state)
-        legal = np.asarray(env.legal_action_mask(state))
-        return solver.summarize(solver.judge_moves(scores, legal, np.concatenate(self._moves)))
+        if self._cache is None or self._cache[0] != len(self):
+            state = jax.tree.map(lambda *x: np.concatenate(x), *self._states)
+            legal = np.asarray(env.legal_action_mask(state))
+            self._cache = (len(self), (state, move_scores(state), legal,
+                                       np.concatenate(self._moves)))
+        return self._cache[1]
 
 
 # --- The game-theoretic result of a match's openings. ---

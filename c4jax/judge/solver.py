@@ -289,6 +289,83 @@ def summarize(verdicts: Mapping[str, np.ndarray]) -> dict:
     }
 
 
+STAGE_EDGES = (0, 10, 20, 30, 42)  # stones on the board: opening, early, middle, end
+
+
+def mistakes_by_stage(
+    num_moves: np.ndarray,
+    move_scores: np.ndarray,
+    legal: np.ndarray,
+    chosen: np.ndarray,
+    *,
+    edges: Sequence[int] = STAGE_EDGES,
+) -> list[dict]:
+    """Where in the game the mistakes fell, and what each one gave away.
+
+    Args:
+        num_moves: [P] stones on the board before the move.
+        move_scores: [P, A] exact move values (ignored where illegal).
+        legal: [P, A] bool.
+        chosen: [P] int columns 0..6.
+        edges: increasing stone counts from 0 to 42; stage k holds the positions
+            with ``edges[k] <= num_moves < edges[k + 1]``.
+
+    Returns:
+        One JSON-friendly dict per stage: ``stones`` ``[first, last]``,
+        ``positions``, ``nontrivial``, ``mistakes``, and the mistakes by what they
+        gave away: ``win_to_draw``, ``win_to_loss``, ``draw_to_loss`` (a legal move
+        of a worse sign) and ``illegal``.
+
+    Raises:
+        ValueError: ``edges`` is not increasing from 0 to ``env.NUM_CELLS``.
+    """
+    edges = [int(e) for e in edges]
+    if len(edges) < 2 or edges[0] != 0 or edges[-1] != env.NUM_CELLS or np.any(
+        np.diff(edges) <= 0
+    ):
+        raise ValueError(f"edges must increase from 0 to {env.NUM_CELLS}, got {edges}")
+    verdicts = judge_moves(move_scores, legal, chosen)
+    move_scores = np.asarray(move_scores)
+    legal = np.asarray(legal, bool)
+    chosen = np.clip(np.asarray(chosen).astype(np.int64), 0, move_scores.shape[1] - 1)
+    rows = np.arange(len(chosen))
+    best_sign = np.max(np.where(legal, np.sign(move_scores), -2), axis=1)
+    chosen_sign = np.sign(move_scores[rows, chosen])
+    legal_mistake = verdicts["mistake"] & ~verdicts["illegal"]
+    kinds = {
+        "win_to_draw": legal_mistake & (best_sign == 1) & (chosen_sign == 0),
+        "win_to_loss": legal_mistake & (best_sign == 1) & (chosen_sign == -1),
+        "draw_to_loss": legal_mistake & (best_sign == 0) & (chosen_sign == -1),
+        "illegal": verdicts["illegal"],
+    }
+    stage = np.searchsorted(edges, np.asarray(num_moves), side="right") - 1  # [P]
+    out = []
+    for k in range(len(edges) - 1):
+        here = stage == k
+        last = edges[k + 1] - 1
+        out.append({
+            "stones": [edges[k], last],
+            "positions": int(here.sum()),
+            "nontrivial": int((here & ~verdicts["trivial"]).sum()),
+            "mistakes": int((here & verdicts["mistake"]).sum()),
+            **{name: int((here & kind).sum()) for name, kind in kinds.items()},
+        })
+    return out
+
+
+def format_stages(stages: Sequence[Mapping]) -> str:
+    """A table of ``mistakes_by_stage`` rows, one line per stage."""
+    lines = ["  stones   positions  non-trivial  mistakes  win->draw  win->loss  draw->loss"]
+    for s in stages:
+        first, last = s["stones"]
+        lines.append(
+            f"  {first:>2}-{last:<2}   {s['positions']:>9}  {s['nontrivial']:>11}  "
+            f"{s['mistakes']:>8}  {s['win_to_draw']:>9}  {s['win_to_loss']:>9}  "
+            f"{s['draw_to_loss']:>10}"
+        )
+    return "\n".join(lines)
+
+
 def expected_random_mistake_rate(pons_set: PonsSet, *, nontrivial_only: bool = False) -> float:
     """Exact expected mistake rate of a uniformly random legal mover.
 

@@ -85,6 +85,11 @@ def test_move_judge_finds_no_mistake_of_perfect_and_many_of_random():
         arena.play_games(agent, opponent, jax.random.key(1), 4, observer=judge, opening_moves=2)
         summary = judge.summary()
         assert summary["positions"] == len(judge) > 4
+        stages = judge.by_stage()
+        assert sum(s["positions"] for s in stages) == summary["positions"]
+        assert sum(s["mistakes"] for s in stages) == summary["mistakes"]
+        assert all(s["mistakes"] == s["win_to_draw"] + s["win_to_loss"] + s["draw_to_loss"]
+                   for s in stages)
         if is_perfect:
             assert summary["mistakes"] == 0 and summary["exact_best_rate"] == 1.0
         else:
@@ -152,4 +157,7 @@ def test_match_judge_from_every_opening_counts_the_kept_results(tmp_path, capsys
     assert evaluate.main(argv) == 0
     assert "perfect ended 14 of 14 games with at least the game-theoretic result" in (
         capsys.readouterr().out)
-    assert json.loads(path.read_text())["kept_result"] == {"kept": 14, "games": 14}
+    saved = json.loads(path.read_text())
+    assert saved["kept_result"] == {"kept": 14, "games": 14}
+    assert sum(s["positions"] for s in saved["judged_by_stage"]) == saved["judged"]["positions"]
+    assert sum(s["mistakes"] for s in saved["judged_by_stage"]) == 0

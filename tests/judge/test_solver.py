@@ -49,6 +49,40 @@ def test_judge_moves_hand_made():
     assert low < 0.75 < high
 
 
+def test_mistakes_by_stage_places_each_mistake_and_names_what_it_gave_away():
+    # Scores for the player to move; None = full column (illegal).
+    table = [
+        [-4, -3, 11, 4, 0, -2, -5],  # a win (col 2 or 3), a draw (col 4), losses
+        [-1, -2, -3, -1, -5, -6, -7],  # everything loses: trivial
+        [None, -2, -3, 0, -5, -6, -7],  # a draw at col 3, the rest lose; col 0 full
+        [1, 3, -2, -2, -2, -2, -2],  # two winning moves
+        [-4, -3, 11, 4, 0, -2, -5],
+    ]
+    legal = np.array([[s is not None for s in row] for row in table])
+    scores = np.array([[0 if s is None else s for s in row] for row in table])
+    num_moves = np.array([2, 15, 25, 41, 9])
+    chosen = np.array([4, 0, 1, 2, 3])  # win->draw, no mistake, draw->loss, win->loss, fine
+    stages = solver.mistakes_by_stage(num_moves, scores, legal, chosen)
+    assert [s["stones"] for s in stages] == [[0, 9], [10, 19], [20, 29], [30, 41]]
+    assert [s["positions"] for s in stages] == [2, 1, 1, 1]
+    assert [s["nontrivial"] for s in stages] == [2, 0, 1, 1]
+    assert [s["mistakes"] for s in stages] == [1, 0, 1, 1]
+    assert [s["win_to_draw"] for s in stages] == [1, 0, 0, 0]
+    assert [s["draw_to_loss"] for s in stages] == [0, 0, 1, 0]
+    assert [s["win_to_loss"] for s in stages] == [0, 0, 0, 1]
+    assert sum(s["illegal"] for s in stages) == 0
+    # An illegal column is a mistake of its own kind; coarser stages add up.
+    chosen[2] = 0
+    two = solver.mistakes_by_stage(num_moves, scores, legal, chosen, edges=(0, 20, 42))
+    assert [s["mistakes"] for s in two] == [1, 2]
+    assert [s["illegal"] for s in two] == [0, 1] and two[1]["draw_to_loss"] == 0
+    text = solver.format_stages(two)
+    assert len(text.splitlines()) == 3 and "win->loss" in text
+    for bad in [(0, 42, 20), (5, 42), (0, 20), (0,)]:
+        with pytest.raises(ValueError, match="edges must increase"):
+            solver.mistakes_by_stage(num_moves, scores, legal, chosen, edges=bad)
+
+
 def test_sets_load_and_match_the_env():
     assert solver.verify_all() == [f"{n}.jsonl" for n in sorted(solver.STANDARD_SETS)]
     for name in solver.SET_NAMES:
