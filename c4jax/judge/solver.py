@@ -232,7 +232,9 @@ def judge_moves(move_scores: np.ndarray, legal: np.ndarray, chosen: np.ndarray) 
         Dict of [P] bool arrays: ``mistake`` (another legal move has a strictly
         better sign, or the move is illegal), ``trivial`` (all legal moves share
         one sign), ``exact_best`` (legal and equal to the best score),
-        ``illegal``.
+        ``illegal``; and [P] int arrays ``best_sign`` (of the best legal move)
+        and ``chosen_sign`` (of the chosen move; meaningless where illegal), each
+        +1 win, 0 draw, -1 loss.
     """
     move_scores = np.asarray(move_scores)
     legal = np.asarray(legal, bool)
@@ -252,6 +254,8 @@ def judge_moves(move_scores: np.ndarray, legal: np.ndarray, chosen: np.ndarray) 
         "trivial": best_sign == worst_sign,
         "exact_best": chosen_legal & (chosen_score == best),
         "illegal": ~chosen_legal,
+        "best_sign": best_sign,
+        "chosen_sign": np.sign(chosen_score),
     }
 
 
@@ -325,12 +329,7 @@ def mistakes_by_stage(
     ):
         raise ValueError(f"edges must increase from 0 to {env.NUM_CELLS}, got {edges}")
     verdicts = judge_moves(move_scores, legal, chosen)
-    move_scores = np.asarray(move_scores)
-    legal = np.asarray(legal, bool)
-    chosen = np.clip(np.asarray(chosen).astype(np.int64), 0, move_scores.shape[1] - 1)
-    rows = np.arange(len(chosen))
-    best_sign = np.max(np.where(legal, np.sign(move_scores), -2), axis=1)
-    chosen_sign = np.sign(move_scores[rows, chosen])
+    best_sign, chosen_sign = verdicts["best_sign"], verdicts["chosen_sign"]
     legal_mistake = verdicts["mistake"] & ~verdicts["illegal"]
     kinds = {
         "win_to_draw": legal_mistake & (best_sign == 1) & (chosen_sign == 0),

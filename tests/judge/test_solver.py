@@ -41,6 +41,8 @@ def test_judge_moves_hand_made():
     v = judge([4, 4, 0, 2])  # draw instead of win, loss, illegal column, loss instead of win
     np.testing.assert_array_equal(v["mistake"], [True, False, True, True])
     np.testing.assert_array_equal(v["illegal"], [False, False, True, False])
+    np.testing.assert_array_equal(v["best_sign"], [1, -1, 0, 1])
+    np.testing.assert_array_equal(v["chosen_sign"][[0, 1, 3]], [0, -1, -1])
     summary = solver.summarize(v)
     assert summary["positions"] == 4 and summary["mistakes"] == 3
     assert summary["nontrivial"] == 3 and summary["nontrivial_mistakes"] == 3
