@@ -170,6 +170,13 @@ class TrainConfig:
     fast_search_simulations only to play on, and are not trained on (1 = off)."""
     fast_search_simulations: int = schema.field(8, ge=1)
     """Simulations of the fast searches (used when full_search_fraction < 1)."""
+    opening_search_games: int = schema.field(0, ge=0, note="0 = off")
+    """At each self-play move, this many of the selfplay_batch games, those with the
+    fewest stones on the board (nearest their start: the opening, which the network
+    judges worst), are searched with opening_search_simulations instead of
+    search.num_simulations, and trained on that larger search (0 = off)."""
+    opening_search_simulations: int = schema.field(64, ge=1)
+    """Simulations of the opening searches (used when opening_search_games > 0)."""
 
 
 @dataclass(frozen=True)
@@ -246,12 +253,16 @@ def validate(config: Config, num_devices: int = 1) -> Config:
           "train.surprise_starts",
           "0 unless random openings are played at once (train.random_opening_moves > 0 "
           "and train.opening_targets 'drop')", t.surprise_starts)
+    check(t.opening_search_games <= t.selfplay_batch, "train.opening_search_games",
+          f"0..train.selfplay_batch ({t.selfplay_batch})", t.opening_search_games)
     # Settings of an option that is off: refused unless left at their defaults.
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for name, option, on in (
         ("opponent_policy_weight", "network.opponent_head", config.network.opponent_head),
         ("surprise_pool", "train.surprise_starts", t.surprise_starts > 0),
         ("surprise_start_moves", "train.surprise_starts", t.surprise_starts > 0),
+        ("opening_search_simulations", "train.opening_search_games",
+         t.opening_search_games > 0),
     ):
         value = getattr(t, name)
         check(on or value == defaults[name], f"train.{name}",

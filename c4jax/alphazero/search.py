@@ -340,6 +340,50 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
     return search_fn
 
 
+def make_opening_search(search_fn: SearchFn, opening_search_fn: SearchFn, *,
+                        games: int) -> SearchFn:
+    """A search that gives the K games nearest their start a larger search.
+
+    Each call searches the ``games`` = K positions of the batch with the fewest
+    stones on the board with ``opening_search_fn`` (ties to the lower index)
+    and the other B - K with ``search_fn``, and returns one ``SearchOutput`` in
+    the batch's order. Self-play uses it to spend more simulations where the
+    network judges worst, the opening (``train.opening_search_games``).
+
+    Args:
+        search_fn: the search of the other positions (``make_search``).
+        opening_search_fn: the larger search, with the same output fields.
+        games: K >= 1; with K >= B every position gets the larger search.
+
+    Returns:
+        ``search_fn(variables, key, state [B], evaluation=False, root_eval=None)``
+        like ``make_search``'s. ``key`` is split between the two searches. On
+        several devices the K positions are gathered from the whole batch.
+    """
+    if games < 1:
+        raise ValueError(f"games: >= 1, got {games!r}")
+
+    def split_search(variables, key, state, evaluation=False, root_eval=None):
+        batch = state.num_moves.shape[0]
+        if games >= batch:
+            return opening_search_fn(variables, key, state, evaluation=evaluation,
+                                     root_eval=root_eval)
+        order = jnp.argsort(state.num_moves, stable=True)  # [B] fewest stones first
+        parts = (order[:games], order[games:])  # [K], [B - K]
+        keys = jax.random.split(key)
+        outs = [
+            fn(variables, part_key, jax.tree.map(lambda x, i=index: x[i], state),
+               evaluation=evaluation,
+               root_eval=(None if root_eval is None
+                          else jax.tree.map(lambda x, i=index: x[i], root_eval)))
+            for fn, part_key, index in zip((opening_search_fn, search_fn), keys, parts, strict=True)
+        ]
+        inverse = jnp.argsort(order)  # [B] where each position's row went
+        return jax.tree.map(lambda a, b: jnp.concatenate([a, b])[inverse], *outs)
+
+    return split_search
+
+
 @functools.lru_cache(maxsize=64)
 def make_alphazero_act(
     apply_fn: ApplyFn, search_config: SearchConfig, *, num_simulations: int

@@ -105,8 +105,16 @@ class Trainer:
         # does not depend on it (``init`` below).
         self.optimizer = learner.make_optimizer(
             config.train, config.train.num_iterations * config.train.sgd_steps)
+        selfplay_search = self.search_fn
+        if config.train.opening_search_games:  # the games nearest their start search more
+            selfplay_search = search.make_opening_search(
+                self.search_fn,
+                search.make_search(self.apply_fn, dataclasses.replace(
+                    config.search, num_simulations=config.train.opening_search_simulations)),
+                games=config.train.opening_search_games,
+            )
         self._selfplay = selfplay.make_selfplay(
-            self.search_fn,
+            selfplay_search,
             num_steps=config.train.selfplay_steps,
             random_opening_moves=config.train.random_opening_moves,
             value_target_q=config.train.value_target_q,

@@ -262,7 +262,8 @@ def test_config_files_of_older_versions_still_load():
             assert {k: loaded[key][k] for k in value} == value, key
         else:
             assert loaded[key] == value, key
-    assert loaded["train"]["time_budget"] == ""  # a field newer than the file: its default
+    assert "opening_search_games" not in data["train"]
+    assert loaded["train"]["opening_search_games"] == 0  # a field newer than the file: its default
 
 
 def test_the_opponent_weight_is_refused_without_the_head_it_weighs():
@@ -293,3 +294,18 @@ def test_the_start_pool_settings_are_refused_without_surprise_starts():
             config_lib.validate(dataclasses.replace(cfg, train=train))
         on = dataclasses.replace(train, surprise_starts=0.25, random_opening_moves=4)
         assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
+
+
+def test_opening_searches_are_checked_against_the_batch_and_refused_when_off():
+    cfg = config_lib.load("tiny")
+    batch = cfg.train.selfplay_batch
+    too_many = dataclasses.replace(cfg.train, opening_search_games=batch + 1)
+    allowed = rf"train\.opening_search_games.*0\.\.train\.selfplay_batch \({batch}\)"
+    with pytest.raises(ValueError, match=allowed):
+        config_lib.validate(dataclasses.replace(cfg, train=too_many))
+    unused = dataclasses.replace(cfg.train, opening_search_simulations=32)
+    refused = r"train\.opening_search_simulations.*unless train\.opening_search_games is on"
+    with pytest.raises(ValueError, match=refused):
+        config_lib.validate(dataclasses.replace(cfg, train=unused))
+    on = dataclasses.replace(unused, opening_search_games=batch)
+    assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on

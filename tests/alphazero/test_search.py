@@ -458,3 +458,43 @@ def test_agents_of_one_network_shape_and_search_are_one_function():
     other = network.make_apply_fn(network.make_network(dataclasses.replace(NET, channels=8)))
     assert other is not first
     assert search.make_alphazero_act(other, config, num_simulations=8) is not act
+
+
+def _opening_search(games, small=8, large=NUM_SIMULATIONS):
+    apply_fn, _ = _network()
+    return jax.jit(search.make_opening_search(
+        search.make_search(apply_fn, SearchConfig(num_simulations=small)),
+        search.make_search(apply_fn, SearchConfig(num_simulations=large)),
+        games=games), static_argnames="evaluation")
+
+
+def test_the_opening_search_searches_the_games_with_fewest_stones_more():
+    """K = 3: the two empty boards and the 11-stone block (the three positions with
+    the fewest stones) get 200 simulations, in their own rows, and the opening one
+    blocks; the 12- and 18-stone wins get 8."""
+    moves = [WIN_FULL_COLUMNS, "", TAKE_WIN, "", BLOCK_VERTICAL]
+    states = env.stack([env.from_moves(m) for m in moves])
+    _, variables = _network()
+    for evaluation in (False, True):
+        out = _opening_search(3)(variables, jax.random.key(5), states, evaluation=evaluation)
+        visits = np.asarray(out.visit_counts).sum(axis=1)
+        np.testing.assert_array_equal(visits, [8, NUM_SIMULATIONS, 8, NUM_SIMULATIONS,
+                                               NUM_SIMULATIONS])
+        assert int(out.action[4]) == 0  # blocks column 1
+        legal = np.asarray(env.legal_action_mask(states))
+        assert np.all(legal[np.arange(len(moves)), np.asarray(out.action)])
+        np.testing.assert_allclose(np.asarray(out.policy).sum(axis=1), 1.0, atol=1e-5)
+    # Its rows are the larger search's own: the same evaluation of the empty board.
+    alone = _search_fn(SearchConfig(num_simulations=NUM_SIMULATIONS))(
+        variables, jax.random.key(5), env.stack([env.from_moves("")]), evaluation=True)
+    np.testing.assert_allclose(np.asarray(out.prior_logits[1]), np.asarray(alone.prior_logits[0]),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_the_opening_search_takes_the_whole_batch_when_k_covers_it():
+    _, variables = _network()
+    states = env.stack([env.from_moves(m) for m in (TAKE_WIN, "")])
+    out = _opening_search(5, large=16)(variables, jax.random.key(0), states)
+    np.testing.assert_array_equal(np.asarray(out.visit_counts).sum(axis=1), [16, 16])
+    with pytest.raises(ValueError, match="games"):
+        search.make_opening_search(None, None, games=0)
