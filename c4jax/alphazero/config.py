@@ -174,7 +174,8 @@ class TrainConfig:
     """At each self-play move, this many of the selfplay_batch games, those with the
     fewest stones on the board (nearest their start: the opening, which the network
     judges worst), are searched with opening_search_simulations instead of
-    search.num_simulations, and trained on that larger search (0 = off)."""
+    search.num_simulations, and trained on that larger search (0 = off). With
+    full_search_fraction < 1 it replaces the full searches; the fast ones stay fast."""
     opening_search_simulations: int = schema.field(64, ge=1)
     """Simulations of the opening searches (used when opening_search_games > 0)."""
 
