@@ -14,7 +14,9 @@ alone) and the rollout agent ``mcts-N`` are measured with
 
 Results go to ``OUT.json`` after every point, so a stopped sweep continues where it
 was (points already there are skipped; ``--redo`` measures again), and the figure
-to ``OUT.png``:
+to ``OUT.png``. Points are reused only for the same agent: the same spec and, for
+an exported network (``pretrained`` or an exported directory), the same weights,
+so a sweep of ``pretrained`` after a new agent is shipped measures every point again.
 
     python -m bench.simulations --out bench/results/simulations
     python -m bench.simulations --agent runs/X --sims 0,16,64 --rollouts none --out /tmp/s
@@ -34,6 +36,7 @@ import numpy as np
 from bench import bench_env
 from c4jax.judge import arena, perfect, registry, solver
 from c4jax.run import xla_flags
+from c4jax.store import exported
 
 DEFAULT_SIMS = "0,1,2,4,8,16,32,64,128,256,512,1024"
 DEFAULT_ROLLOUTS = "1,2,4,8,16,32,64,128,256,512,1024"
@@ -43,6 +46,22 @@ def _counts(text: str) -> list[int]:
     if text == "none":
         return []
     return [int(s) for s in text.split(",") if s.strip()]
+
+
+def weights_id(agent: str) -> str | None:
+    """The SHA-256 of the network's variables where ``agent`` (a spec without @N) is an
+    exported network (``pretrained`` or a directory written by ``c4jax.export``), from
+    its ``checksums.json``; None for a training run, whose checkpoints carry their
+    step in the agent's name, and for the reference agents."""
+    parsed = registry.parse_spec(agent)
+    if parsed.kind == "pretrained":
+        directory = exported.PRETRAINED_DIR
+    elif parsed.kind == "run" and (parsed.run_dir / exported.CHECKSUMS_FILE).is_file():
+        directory = parsed.run_dir
+    else:
+        return None
+    checksums = json.loads((directory / exported.CHECKSUMS_FILE).read_text())
+    return checksums["files"][exported.VARIABLES_FILE]
 
 
 def measure(spec: str, *, positions: int | None, openings: int, batch_size: int,
@@ -169,8 +188,8 @@ def main(argv=None) -> int:
     xla_flags.enable_fast_cpu()  # the command lines' code path, before the first device query
 
     path = args.out.with_suffix(".json")
-    same = {"agent": args.agent, "positions": args.positions, "openings": args.openings,
-            "seed": args.seed}
+    same = {"agent": args.agent, "weights": weights_id(args.agent),
+            "positions": args.positions, "openings": args.openings, "seed": args.seed}
     record = {**same, "points": {"network": {}, "rollouts": {}}}
     if path.exists() and not args.redo:
         old = json.loads(path.read_text())

@@ -1,12 +1,15 @@
 """bench.simulations: a sweep over simulation counts that continues where it stopped,
 its table and its figure."""
 
+import hashlib
 import json
+import shutil
 
 import pytest
 
 from bench import simulations
 from c4jax.judge import solver
+from c4jax.store import exported
 
 pytest.importorskip("bitbully", reason="the [solver] extra (bitbully) is not installed")
 
@@ -49,3 +52,41 @@ def test_the_table_has_a_row_per_point_in_order():
     assert lines[2].startswith("| runs/x | 0 | 5.0 |") and lines[2].endswith("| 10.0% | 50 / 98 |")
     assert lines[3].startswith("| runs/x | 64 | 1.0 |")
     assert lines[4].startswith("| rollout MCTS | 8 | 30.0 |")
+
+
+def _fake_point(spec, **_):
+    return {"agent": spec, "seconds": {"solver": 0.0, "perfect": 0.0},
+            "solver": {s: {"mistake_rate": 0.02} for s in solver.SET_NAMES},
+            "perfect": {"games": 14, "score": 0.25, "wins": 1, "draws": 5, "losses": 8,
+                        "kept": 9}}
+
+
+def test_points_are_reused_only_for_the_same_weights(tmp_path, monkeypatch, capsys):
+    """A sweep of an exported network whose weights changed (a newly shipped
+    `pretrained`) measures every point again instead of mixing two agents."""
+    agent = tmp_path / "agent"
+    shutil.copytree(exported.PRETRAINED_DIR, agent)
+    assert simulations.weights_id(str(agent)) == simulations.weights_id("pretrained")
+    assert len(simulations.weights_id("pretrained")) == 64
+    assert simulations.weights_id("mcts-8") is None
+    measured = []
+    monkeypatch.setattr(simulations, "measure",
+                        lambda spec, **kw: measured.append(spec) or _fake_point(spec))
+    out = tmp_path / "sweep"
+    argv = ["--agent", str(agent), "--sims", "0,4", "--rollouts", "none", "--out", str(out)]
+    assert simulations.main(argv) == 0
+    assert measured == [f"{agent}@0", f"{agent}@4"]
+    assert simulations.main(argv) == 0  # the same weights: nothing measured again
+    assert len(measured) == 2 and "(done before)" in capsys.readouterr().out
+    # Other weights under the same name: one changed byte, its checksum updated.
+    variables = agent / exported.VARIABLES_FILE
+    data = bytearray(variables.read_bytes())
+    data[-1] ^= 1
+    variables.write_bytes(bytes(data))
+    checksums = json.loads((agent / exported.CHECKSUMS_FILE).read_text())
+    checksums["files"][exported.VARIABLES_FILE] = hashlib.sha256(data).hexdigest()
+    (agent / exported.CHECKSUMS_FILE).write_text(json.dumps(checksums))
+    assert simulations.main(argv) == 0
+    assert measured[2:] == [f"{agent}@0", f"{agent}@4"]
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert record["weights"] == checksums["files"][exported.VARIABLES_FILE]
