@@ -242,7 +242,8 @@ def time_envs(
 
 
 def device_info(packages: tuple[str, ...] = ("pgx",)) -> dict[str, Any]:
-    """Where the numbers were taken, with the versions of ``packages``."""
+    """Where the numbers were taken: the device, the CPU's model (``cpu_model``: cloud
+    VMs of one name differ twice in speed) and the versions of ``packages``."""
     device = jax.devices()[0]
     return {
         "platform": device.platform,
@@ -250,6 +251,7 @@ def device_info(packages: tuple[str, ...] = ("pgx",)) -> dict[str, Any]:
         "num_devices": jax.device_count(),
         "jax_version": jax.__version__,
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "machine": platform.machine(),
         "python": platform.python_version(),
         **{f"{name}_version": _version(name) for name in packages},

@@ -196,7 +196,7 @@ def main(argv=None) -> int:
         if all(old.get(k) == v for k, v in same.items()):  # else measured otherwise: redo
             record = old
     record["device"] = {**bench_env.device_info(("mctx", "flax", "bitbully")),
-                        "cpu_model": bench_env.cpu_model(), "fast_cpu": xla_flags.fast_cpu_on()}
+                        "fast_cpu": xla_flags.fast_cpu_on()}
     record["command"] = "python -m bench.simulations " + " ".join(
         sys.argv[1:] if argv is None else argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)

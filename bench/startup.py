@@ -103,7 +103,6 @@ def main(argv=None) -> int:
         result.update(config=args.config, command=" ".join(["python -m bench.startup",
                                                              *(argv or sys.argv[1:])]),
                       device={**bench_env.device_info(("mctx", "flax")),
-                              "cpu_model": bench_env.cpu_model(),
                               "load_average_after": os.getloadavg()})
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -175,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     if "checkpoint_seconds" not in record:
         train = ["--config", args.config, "--keep-checkpoints", str(KEEP_ALL), *train_argv]
         record["device"] = {**bench_env.device_info(("mctx", "flax")),
-                            "cpu_model": bench_env.cpu_model(),
                             "load_average_before": os.getloadavg()}
         try:
             seen, ended, code = train_and_watch(train, args.workdir, minutes=args.minutes)

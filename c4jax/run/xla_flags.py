@@ -15,7 +15,9 @@ path for the network"). One ``cpu``-preset training iteration, measured on
 * an x86-64 VM whose CPU model was not recorded: 4.27 s with the flag, 7.49 s
   without, 1.75x (``docs/experiments.md``; ``python -m c4jax.train --config
   cpu --train.num-iterations 10 --eval.every 0``, and the same with
-  ``C4JAX_FAST_CPU=0``).
+  ``C4JAX_FAST_CPU=0``);
+* AMD EPYC (Zen 3, AVX2 and no AVX-512), jax 0.10.2: 6.3-6.4 s with the flag,
+  13.0-13.4 s without, 2.05-2.09x, evaluations off (``docs/experiments.md``).
 
 It is an ``xla_cpu`` flag: GPU and TPU backends never read it, so setting it
 everywhere keeps the code platform-neutral.

@@ -3,7 +3,7 @@ themselves "AMD EPYC" are told apart by family, model and vector extensions."""
 
 from bench import bench_env
 
-_ZEN3_VM = """processor\t: 0
+_FAMILY23_VM = """processor\t: 0
 vendor_id\t: AuthenticAMD
 cpu family\t: 23
 model\t\t: 1
@@ -21,8 +21,8 @@ flags\t\t: avx512f
 
 
 def test_a_vm_that_names_only_the_vendor_line_is_told_apart():
-    assert bench_env.cpu_model(_ZEN3_VM) == "AMD EPYC (family 23 model 1, AVX2)"
-    zen4 = _ZEN3_VM.replace("23", "25").replace("model\t\t: 1", "model\t\t: 17").replace(
+    assert bench_env.cpu_model(_FAMILY23_VM) == "AMD EPYC (family 23 model 1, AVX2)"
+    zen4 = _FAMILY23_VM.replace("23", "25").replace("model\t\t: 1", "model\t\t: 17").replace(
         "avx2 fma", "avx2 avx512f fma")
     assert bench_env.cpu_model(zen4) == "AMD EPYC (family 25 model 17, AVX-512)"
     xeon = ("cpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8481C\n"
@@ -34,3 +34,9 @@ def test_a_vm_that_names_only_the_vendor_line_is_told_apart():
 def test_a_cpuinfo_without_details_gives_the_name_alone():
     assert bench_env.cpu_model("model name\t: Some CPU\n") == "Some CPU"
     assert bench_env.cpu_model("processor\t: 0\n") == (bench_env.platform.processor() or None)
+
+
+def test_every_benchmark_record_names_the_cpu_model():
+    info = bench_env.device_info(("mctx",))
+    assert info["cpu_model"] == bench_env.cpu_model()
+    assert info["cpu_count"] >= 1 and "mctx_version" in info
