@@ -171,11 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"B = {batch} ...", flush=True)
         rows.append(measure(network_config, batch, args.repeats))
     print(table(rows))
+    from bench import bench_env
+
     meta = {"config": args.config, "network": dataclasses.asdict(network_config),
-            "repeats": args.repeats,
-        "backend": jax.default_backend(), "cpu_count": os.cpu_count(),
-        "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "xla_flags": os.environ.get("XLA_FLAGS", "")}
+            "repeats": args.repeats, "backend": jax.default_backend(),
+            "cpu_count": os.cpu_count(), "device": bench_env.device_info(("flax",)),
+            "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "xla_flags": os.environ.get("XLA_FLAGS", "")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     print(f"wrote {args.out}")

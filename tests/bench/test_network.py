@@ -1,5 +1,7 @@
 """bench/bench_network.py: XLA's FLOP count, the timed cases, the table, its errors."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -50,3 +52,14 @@ def test_the_table_shows_each_rate_and_the_distance_to_the_matmul():
 ])
 def test_bad_arguments_are_rejected_naming_the_flag(argv, message, usage_error):
     assert message in usage_error(bench_network.parse_args, argv)
+
+
+def test_the_results_file_names_the_machine(tmp_path):
+    out = tmp_path / "network.json"
+    assert bench_network.main(["--config", "tiny", "--batches", "4", "--repeats", "1",
+                               "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert [row["batch"] for row in record["rows"]] == [4]
+    device = record["meta"]["device"]
+    assert device["jax_version"] == jax.__version__
+    assert "cpu_model" in device and "flax_version" in device
