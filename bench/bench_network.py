@@ -161,8 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     from c4jax.run import xla_flags
 
     xla_flags.enable_fast_cpu()  # before JAX starts: time what the command lines run
-    import jax
-
+    from bench import bench_env
     from c4jax.alphazero import config as config_lib
 
     network_config = config_lib.load(args.config).network
@@ -171,11 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"B = {batch} ...", flush=True)
         rows.append(measure(network_config, batch, args.repeats))
     print(table(rows))
-    from bench import bench_env
-
     meta = {"config": args.config, "network": dataclasses.asdict(network_config),
-            "repeats": args.repeats, "backend": jax.default_backend(),
-            "cpu_count": os.cpu_count(), "device": bench_env.device_info(("flax",)),
+            "repeats": args.repeats, "device": bench_env.device_info(("flax",)),
             "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "xla_flags": os.environ.get("XLA_FLAGS", "")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
