@@ -8,6 +8,9 @@ as dotted lines).
     python -m bench.compare_curves bench/results/time_to_strength/cpu_before.json \
         bench/results/time_to_strength/cpu_after.json --label before --label after \
         --out OUT.png
+
+Runs given the same label are seeds of one setting: they share a colour, and
+their mean curve (over the minutes all of them cover) is drawn over them in bold.
 """
 
 from __future__ import annotations
@@ -43,6 +46,30 @@ def curve(data: dict) -> tuple[list[float], list[float]]:
     return [m for m, _ in points], [r for _, r in points]
 
 
+def mean_curve(curves: list[tuple[list[float], list[float]]], *, step: float = 0.1
+               ) -> tuple[list[float], list[float]]:
+    """Mean of several ``(minutes, rates)`` curves, each interpolated linearly
+    between its checkpoints, on a grid of ``step`` minutes over the span every
+    curve covers; empty lists where the spans do not overlap."""
+    start = max(m[0] for m, _ in curves)
+    stop = min(m[-1] for m, _ in curves)
+    if stop < start:
+        return [], []
+    grid = [start + i * step for i in range(int((stop - start) / step + 1e-9) + 1)]
+    if grid[-1] < stop:
+        grid.append(stop)
+
+    def at(minutes, rates, t):
+        for i in range(1, len(minutes)):
+            if t <= minutes[i]:
+                span = minutes[i] - minutes[i - 1]
+                w = (t - minutes[i - 1]) / span if span else 1.0
+                return rates[i - 1] + w * (rates[i] - rates[i - 1])
+        return rates[-1]
+
+    return grid, [sum(at(m, r, t) for m, r in curves) / len(curves) for t in grid]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("curves", nargs="+", type=Path,
@@ -76,10 +103,21 @@ def main(argv=None) -> int:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     sims, targets = set(), set()
-    for (data, (minutes, rates)), label in zip(records, labels, strict=True):
-        ax.plot(minutes, rates, "o-", label=label)
+    groups: dict[str, list] = {}  # label -> curves, in first-seen order
+    for (data, points), label in zip(records, labels, strict=True):
+        groups.setdefault(label, []).append(points)
         sims.add(data.get("sims"))
         targets.update(float(t) for t in (data.get("targets") or {}))
+    for index, (label, curves) in enumerate(groups.items()):
+        color = f"C{index % 10}"
+        if len(curves) == 1:
+            ax.plot(*curves[0], "o-", color=color, label=label)
+            continue
+        for minutes, rates in curves:
+            ax.plot(minutes, rates, "o-", color=color, alpha=0.35, linewidth=1, markersize=3)
+        grid, mean = mean_curve(curves)
+        ax.plot(grid, mean, "-", color=color, linewidth=2.5,
+                label=f"{label} (mean of {len(curves)} runs)")
     for target in sorted(targets):
         ax.axhline(target, color="gray", linestyle=":", linewidth=1)
     ax.set_xlabel(args.xlabel)
