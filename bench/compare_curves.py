@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 
 def mean_rate(row: dict) -> float:
     """Mean mistake rate (%) over the sets of one evaluated checkpoint."""
@@ -55,19 +57,11 @@ def mean_curve(curves: list[tuple[list[float], list[float]]], *, step: float = 0
     stop = min(m[-1] for m, _ in curves)
     if stop < start:
         return [], []
-    grid = [start + i * step for i in range(int((stop - start) / step + 1e-9) + 1)]
+    grid = np.arange(start, stop + 1e-9, step)
     if grid[-1] < stop:
-        grid.append(stop)
-
-    def at(minutes, rates, t):
-        for i in range(1, len(minutes)):
-            if t <= minutes[i]:
-                span = minutes[i] - minutes[i - 1]
-                w = (t - minutes[i - 1]) / span if span else 1.0
-                return rates[i - 1] + w * (rates[i] - rates[i - 1])
-        return rates[-1]
-
-    return grid, [sum(at(m, r, t) for m, r in curves) / len(curves) for t in grid]
+        grid = np.append(grid, stop)
+    mean = np.mean([np.interp(grid, m, r) for m, r in curves], axis=0)
+    return grid.tolist(), mean.tolist()
 
 
 def main(argv=None) -> int:
