@@ -25,9 +25,17 @@ def _rss_peak_mib(pid: int) -> int:
 
 
 def _closed_after(sock: socket.socket, limit: float, since: float) -> float:
-    """Seconds from ``since`` until the server closes ``sock`` (what it sends is dropped)."""
+    """Seconds from ``since`` until the server closes ``sock`` (what it sends is dropped).
+
+    A reset counts as a close: a server that closes a socket with unread bytes
+    in it (the dripping client's next byte) makes the kernel send RST, not FIN.
+    A socket still open after ``limit`` seconds raises ``TimeoutError``.
+    """
     sock.settimeout(limit)
-    while sock.recv(4096):
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
         pass
     return time.monotonic() - since
 
