@@ -39,7 +39,7 @@ same medians and paired ratios.
 
 Usage::
 
-    JAX_PLATFORMS=cpu python -m bench.bench_train              # cpu preset: 3x32, 16 sims
+    JAX_PLATFORMS=cpu python -m bench.bench_train              # cpu preset: 3x32, 4 sims
     JAX_PLATFORMS=cpu python -m bench.bench_train --xla-paths as-shipped --repeats 9
     python -m bench.bench_train --blocks 1 --channels 8 --sims 2 --batch 8 --steps 2 \\
         --repeats 1 --out /tmp/smoke.json                      # smoke run
@@ -85,7 +85,7 @@ def make_config(args: argparse.Namespace):
     batch = args.batch or t.selfplay_batch
     steps = args.steps or t.selfplay_steps
     # --batch and --steps also set the minibatch and the SGD steps unless those
-    # are given (the cpu preset has minibatch = B = 256, T = 16 and K = 32).
+    # are given (the cpu preset has B = 256, T = 16, minibatch 128 and K = 64).
     minibatch = args.minibatch or args.batch or t.minibatch_size
     train = dataclasses.replace(
         t,
