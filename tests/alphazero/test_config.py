@@ -37,8 +37,8 @@ PRESETS = {
         "network.num_blocks": 3, "network.channels": 32, "search.num_simulations": 4,
         "train.num_iterations": 400, "train.selfplay_steps": 16,
         "train.replay_capacity": 400_000, "train.sgd_steps": 64, "train.minibatch_size": 128,
-        "train.learning_rate": 0.002, "train.warmup_steps": 50, "eval.num_simulations": 16, "eval.solver_positions": 250,
-        "eval.solver_sets": ALL_SETS,
+        "train.learning_rate": 0.002, "train.warmup_steps": 50, "eval.num_simulations": 16,
+        "eval.solver_positions": 250, "eval.solver_sets": ALL_SETS,
     },
     "strong": {
         "network.num_blocks": 5, "network.channels": 48, "search.num_simulations": 16,
