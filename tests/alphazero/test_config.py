@@ -41,9 +41,10 @@ PRESETS = {
         "eval.solver_positions": 250, "eval.solver_sets": ALL_SETS,
     },
     "strong": {
-        "network.num_blocks": 5, "network.channels": 48, "search.num_simulations": 16,
+        "network.num_blocks": 5, "network.channels": 48, "search.num_simulations": 4,
         "train.num_iterations": 2000, "train.time_budget": "2h", "train.selfplay_steps": 16,
-        "train.replay_capacity": 600_000, "train.sgd_steps": 32, "train.learning_rate": 0.002,
+        "train.replay_capacity": 600_000, "train.sgd_steps": 64, "train.minibatch_size": 128,
+        "train.learning_rate": 0.002,
         "train.warmup_steps": 50, "train.surprise_starts": 0.5, "eval.num_simulations": 16,
         "eval.solver_positions": 250, "eval.solver_sets": ALL_SETS, "keep_checkpoints": 30,
     },
