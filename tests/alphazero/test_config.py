@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -241,7 +242,7 @@ def test_evaluation_shares_its_base_with_the_value_based_engine():
 
 def test_config_files_of_older_versions_still_load():
     """A full config.json in the old field order (eval.num_simulations third), as
-    saved runs and the shipped agent hold, loads field by field."""
+    saved runs and earlier shipped agents hold, loads field by field."""
     old = {
         "seed": 1,
         "network": {"num_blocks": 2, "channels": 16, "kernel_size": 3, "bfloat16": False},
@@ -255,14 +256,20 @@ def test_config_files_of_older_versions_still_load():
     cfg = config_lib.validate(config_lib.from_dict(old))
     assert cfg.eval.num_simulations == 8 and cfg.eval.every == 5
     assert cfg.train.random_opening_moves == 0 and cfg.train.value_target_q == 0.0
-    pretrained = config_lib.PRESET_DIR.parent / "pretrained" / "config.json"
-    data = json.loads(pretrained.read_text())
-    loaded = config_lib.to_dict(config_lib.validate(config_lib.load(str(pretrained))))
-    for key, value in data.items():  # every value the file holds, field by field
-        if isinstance(value, dict):
-            assert {k: loaded[key][k] for k in value} == value, key
-        else:
-            assert loaded[key] == value, key
+    # The agent shipped until 2026-11-29, saved before opening_search_games existed.
+    earlier = (Path(__file__).resolve().parents[2] / "bench" / "results" / "strength"
+               / "candidates" / "strong_pst_661" / "config.json")
+    shipped = config_lib.PRESET_DIR.parent / "pretrained" / "config.json"
+    for path in (earlier, shipped):
+        data = json.loads(path.read_text())
+        loaded = config_lib.to_dict(config_lib.validate(config_lib.load(str(path))))
+        for key, value in data.items():  # every value the file holds, field by field
+            if isinstance(value, dict):
+                assert {k: loaded[key][k] for k in value} == value, (path, key)
+            else:
+                assert loaded[key] == value, (path, key)
+    data = json.loads(earlier.read_text())
+    loaded = config_lib.to_dict(config_lib.validate(config_lib.load(str(earlier))))
     assert "opening_search_games" not in data["train"]
     assert loaded["train"]["opening_search_games"] == 0  # a field newer than the file: its default
 
