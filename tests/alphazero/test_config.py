@@ -260,16 +260,23 @@ def test_config_files_of_older_versions_still_load():
     earlier = (Path(__file__).resolve().parents[2] / "bench" / "results" / "strength"
                / "candidates" / "strong_pst_661" / "config.json")
     shipped = config_lib.PRESET_DIR.parent / "pretrained" / "config.json"
-    for path in (shipped, earlier):  # the earlier file's data stays for the checks below
-        data = json.loads(path.read_text())
-        loaded = config_lib.to_dict(config_lib.validate(config_lib.load(str(path))))
-        for key, value in data.items():  # every value the file holds, field by field
-            if isinstance(value, dict):
-                assert {k: loaded[key][k] for k in value} == value, (path, key)
-            else:
-                assert loaded[key] == value, (path, key)
+    _assert_loads_field_by_field(shipped)
+    data, loaded = _assert_loads_field_by_field(earlier)
     assert "opening_search_games" not in data["train"]
     assert loaded["train"]["opening_search_games"] == 0  # a field newer than the file: its default
+
+
+def _assert_loads_field_by_field(path: Path) -> tuple[dict, dict]:
+    """Checks that every value the config file at ``path`` holds survives loading;
+    returns the file's data and the loaded config as dicts."""
+    data = json.loads(path.read_text())
+    loaded = config_lib.to_dict(config_lib.validate(config_lib.load(str(path))))
+    for key, value in data.items():
+        if isinstance(value, dict):
+            assert {k: loaded[key][k] for k in value} == value, (path, key)
+        else:
+            assert loaded[key] == value, (path, key)
+    return data, loaded
 
 
 def test_the_opponent_weight_is_refused_without_the_head_it_weighs():
