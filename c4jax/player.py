@@ -2,8 +2,8 @@
 
     player = Player.from_checkpoint("runs/20261121-090000", num_simulations=64)
     player = Player.pretrained(num_simulations=64)   # the agent shipped in the package
-    player.best_move("4453")        # -> Move(index=2, column=3): 0-based and 1-based
-    player.play("4453")             # -> "44533": the move string after the agent's move
+    player.best_move("4453")        # -> Move(index=3, column=4): 0-based and 1-based
+    player.play("4453")             # -> "44534": the move string after the agent's move
     player.analyse("4453")          # -> Analysis(policy [7], q [7], visits [7], value, ...)
 
 Positions are Pons-style move strings (digits 1-7, first player first); a bad
@@ -235,7 +235,8 @@ class Player:
         return Move.from_index(int(self._search_position(moves).action[0]))
 
     def play(self, moves: str) -> str:
-        """The move string after ``moves`` and the agent's reply (``"4453"`` -> ``"44533"``)."""
+        """The move string after ``moves`` and the agent's reply (``"4453"`` -> ``"44534"``
+        for the shipped agent)."""
         return moves + self.best_move(moves).char
 
     def analyse(self, moves: str) -> Analysis:

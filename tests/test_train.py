@@ -437,6 +437,8 @@ def _durations(preset, path, iterations):
     entries = [e for e in train_alphazero.cpu_timings()[preset] if e["xla_path"] == path]
     totals = sorted(e["compile_seconds"] + iterations * e["seconds_per_iteration"]
                     for e in entries)
+    if not entries:  # nothing measured on this code path
+        return None, None, entries
     return totals[0], totals[-1], entries
 
 
