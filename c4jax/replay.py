@@ -16,6 +16,8 @@ can resume on another number of devices).
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -139,7 +141,7 @@ def window_size(searched: jax.Array, start: int, power: float) -> jax.Array:
 
 def sample(
     buffer: ReplayBuffer, key: jax.Array, batch_size: int, *, mirror: bool = True,
-    window: jax.Array | None = None,
+    window: jax.Array | None = None, endgame: tuple[int, float] | None = None,
 ) -> Minibatch:
     """Draws ``batch_size`` filled slots uniformly (with replacement).
 
@@ -151,14 +153,28 @@ def sample(
             probability 1/2.
         window: [] int, draw only from the newest ``window`` positions (all
             filled slots when it is larger, or when None).
+        endgame: ``(stones, weight)`` with weight in (0, 1): draw a position
+            with at least ``stones`` stones with probability proportional to
+            ``weight``, any other with probability proportional to 1 (None:
+            uniform). Drawn by rejection from ``endgame_candidates(weight)``
+            uniform candidates per example, the first B accepted kept; were
+            fewer accepted (a buffer almost all endgame), the rest are
+            rejected candidates, so the weighting is then a little weaker.
 
     Returns:
         A ``Minibatch`` of B examples.
     """
     if window is None:
-        return _draw(buffer.data, buffer.size, key, batch_size, mirror)
+        return _draw(buffer.data, buffer.size, key, batch_size, mirror, endgame=endgame)
     return _draw(buffer.data, buffer.size, key, batch_size, mirror,
-                 newest=(buffer.insert, window))
+                 newest=(buffer.insert, window), endgame=endgame)
+
+
+def endgame_candidates(weight: float) -> int:
+    """Uniform candidates drawn per example for an endgame ``weight`` < 1:
+    ``ceil(2 / weight)`` clipped to 2..8, so for a weight of 0.25 or more twice the
+    candidates an all-endgame buffer needs on average per accepted one."""
+    return min(8, max(2, math.ceil(2.0 / weight)))
 
 
 def sample_shard(
@@ -172,6 +188,7 @@ def sample_shard(
     mirror: bool = True,
     insert: jax.Array | None = None,
     window: jax.Array | None = None,
+    endgame: tuple[int, float] | None = None,
 ) -> Minibatch:
     """``sample`` within one shard of a buffer written with ``add(..., shards=S)``.
 
@@ -186,6 +203,7 @@ def sample_shard(
         insert: [] int32 the whole buffer's ``insert``; needed with ``window``.
         window: [] int, as in ``sample``: the shard draws from its share of the
             newest ``window`` positions (``ceil(window / S)`` of its rows).
+        endgame: as in ``sample``, within the shard.
 
     Returns:
         A ``Minibatch`` of ``batch_size`` examples, uniform over the filled rows
@@ -193,29 +211,44 @@ def sample_shard(
     """
     filled = size // shards + (shard < size % shards).astype(size.dtype)
     if window is None:
-        return _draw(data, filled, key, batch_size, mirror)
+        return _draw(data, filled, key, batch_size, mirror, endgame=endgame)
     if insert is None:
         raise ValueError("sample_shard: a window needs the buffer's insert")
     # The shard's next row to write: how many slots below `insert` it holds.
     local_insert = (insert - shard + shards - 1) // shards
     local_window = (window + shards - 1) // shards
-    return _draw(data, filled, key, batch_size, mirror, newest=(local_insert, local_window))
+    return _draw(data, filled, key, batch_size, mirror, newest=(local_insert, local_window),
+                 endgame=endgame)
 
 
 def _draw(data: Positions, filled: jax.Array, key, batch_size: int, mirror: bool,
-          newest: tuple[jax.Array, jax.Array] | None = None) -> Minibatch:
+          newest: tuple[jax.Array, jax.Array] | None = None,
+          endgame: tuple[int, float] | None = None) -> Minibatch:
     """B examples drawn uniformly from rows ``[0, filled)`` of ``data``; with
     ``newest = (insert, window)``, from the ``min(window, filled)`` rows written
-    last before row ``insert`` (wrapping)."""
-    index_key, mirror_key = jax.random.split(key)
+    last before row ``insert`` (wrapping); with ``endgame``, weighted as ``sample``
+    says."""
+    weighted = endgame is not None and endgame[1] < 1
+    if weighted:
+        index_key, mirror_key, accept_key = jax.random.split(key, 3)
+    else:
+        index_key, mirror_key = jax.random.split(key)
+    draws = batch_size * endgame_candidates(endgame[1]) if weighted else batch_size
     if newest is None:
-        index = jax.random.randint(index_key, (batch_size,), 0, jnp.maximum(filled, 1))
+        index = jax.random.randint(index_key, (draws,), 0, jnp.maximum(filled, 1))
     else:
         insert, window = newest
         rows = jax.tree.leaves(data)[0].shape[0]
         span = jnp.clip(window, 1, jnp.maximum(filled, 1))
-        back = jax.random.randint(index_key, (batch_size,), 0, span)
+        back = jax.random.randint(index_key, (draws,), 0, span)
         index = (insert - 1 - back) % rows
+    if weighted:
+        stones, weight = endgame
+        late = data.state.num_moves[index] >= stones  # [draws]
+        accept = jax.random.uniform(accept_key, (draws,)) < jnp.where(late, weight, 1.0)
+        # Accepted candidates first, each group in draw order; keep B.
+        order = jnp.argsort(jnp.logical_not(accept).astype(jnp.int32), stable=True)
+        index = index[order[:batch_size]]
     picked = jax.tree.map(lambda x: x[index], data)
     obs = env.observe(picked.state)
     policy, next_policy = picked.policy, picked.next_policy

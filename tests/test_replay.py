@@ -165,3 +165,61 @@ def test_loss_weights_travel_with_their_positions():
     assert set(pol.tolist()) == {0, 6, 3}  # both positions, mirrored too
     np.testing.assert_array_equal(weight, np.where(pol == 3, 3.0, 0.25))
     assert replay.init(4).data.weight is None
+
+
+def _staged(opening, endgame, endgame_stones=30):
+    """Positions with one stone (values ``opening``) then positions marked as having
+    ``endgame_stones`` stones (values ``endgame``): only the stone count is read."""
+    pos = _positions(list(opening) + list(endgame))
+    stones = jnp.asarray([1] * len(opening) + [endgame_stones] * len(endgame), jnp.int32)
+    return pos.replace(state=pos.state.replace(num_moves=stones))
+
+
+def test_endgame_positions_are_drawn_in_proportion_to_their_weight():
+    """Four opening and four endgame positions: with the endgame weighed 0.25, an
+    endgame draw has probability 4 * 0.25 / (4 * 0.25 + 4) = 0.2, against 0.5 uniform."""
+    buf = replay.add(replay.init(16), _staged([1, 2, 3, 4], [11, 12, 13, 14]),
+                     jnp.ones(8, bool))
+    draw = jax.jit(replay.sample, static_argnames=("batch_size", "endgame"))
+    weighted = np.asarray(draw(buf, jax.random.key(0), batch_size=8192,
+                               endgame=(29, 0.25)).value)
+    uniform = np.asarray(draw(buf, jax.random.key(0), batch_size=8192).value)
+    assert set(weighted.tolist()) == set(uniform.tolist()) == {1, 2, 3, 4, 11, 12, 13, 14}
+    assert abs(np.mean(weighted > 10) - 0.2) < 0.03  # binomial sd 0.0044
+    assert abs(np.mean(uniform > 10) - 0.5) < 0.03
+    # Within each stage the draws stay uniform.
+    counts = np.bincount(weighted.astype(int), minlength=15)
+    assert counts[[1, 2, 3, 4]].min() > 0.8 * counts[[1, 2, 3, 4]].max()
+    assert counts[[11, 12, 13, 14]].min() > 0.7 * counts[[11, 12, 13, 14]].max()
+
+
+def test_the_endgame_starts_at_its_stone_count():
+    """A position with exactly ``stones`` stones is endgame; one fewer is not."""
+    buf = replay.add(replay.init(8), _staged([1], [11], endgame_stones=29), jnp.ones(2, bool))
+    at = np.asarray(replay.sample(buf, jax.random.key(2), 4096, endgame=(29, 0.25)).value)
+    above = np.asarray(replay.sample(buf, jax.random.key(2), 4096, endgame=(30, 0.25)).value)
+    assert abs(np.mean(at == 11) - 0.2) < 0.03  # 0.25 / (0.25 + 1)
+    assert abs(np.mean(above == 11) - 0.5) < 0.03
+
+
+def test_an_all_endgame_buffer_still_fills_the_minibatch():
+    buf = replay.add(replay.init(8), _staged([], [11, 12, 13]), jnp.ones(3, bool))
+    batch = replay.sample(buf, jax.random.key(3), 256, endgame=(29, 0.1))
+    assert batch.value.shape == (256,) and set(np.asarray(batch.value).tolist()) == {11, 12, 13}
+    assert replay.endgame_candidates(0.1) == 8 and replay.endgame_candidates(0.5) == 4
+    assert replay.endgame_candidates(0.99) == 3
+
+
+def test_a_shard_weighs_the_endgame_within_its_window():
+    """S = 2, C = 8 after 12 positions: the window of the newest 4 (values 19..22) holds
+    19 and 21 in shard 0; 21 is endgame, weighed 0.25: drawn 0.2 of the time."""
+    first = _staged([11, 12, 13, 14, 15, 16, 17, 18], [])
+    newest = _staged([19, 20], [21, 22])
+    buf = replay.add(replay.init(8), first, jnp.ones(8, bool), shards=2)
+    buf = replay.add(buf, newest, jnp.ones(4, bool), shards=2)
+    rows = jax.tree.map(lambda x: x[:4], buf.data)
+    batch = replay.sample_shard(rows, buf.size, jnp.int32(0), 2, jax.random.key(4), 4096,
+                                insert=buf.insert, window=jnp.int32(4), endgame=(29, 0.25))
+    values = np.asarray(batch.value)
+    assert set(values.tolist()) == {19.0, 21.0}
+    assert abs(np.mean(values == 21) - 0.2) < 0.03

@@ -366,13 +366,14 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
     """Random openings, the mixed value target (lambda-returns), length shaping, playout cap
     randomization, the one-cycle schedule, a growing replay window, the opponent-reply
     head, policy surprise weighting, starts from the surprising positions, larger
-    searches for the games nearest their start, another evaluation move and the
-    Gumbel noise's cut-off, together."""
+    searches for the games nearest their start, fewer endgame draws, another evaluation
+    move and the Gumbel noise's cut-off, together."""
     cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5,
                 value_target_lambda=0.5, value_length_shaping=0.3, replay_window=100,
                 full_search_fraction=0.5, fast_search_simulations=2, lr_schedule="onecycle",
                 policy_surprise_weight=0.5, surprise_starts=0.5, surprise_pool=64,
-                opening_search_games=4, opening_search_simulations=8)
+                opening_search_games=4, opening_search_simulations=8,
+                endgame_sample_weight=0.5, endgame_stones=20)
     cfg = dataclasses.replace(
         cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy", gumbel_noise_moves=6),
         network=dataclasses.replace(cfg.network, opponent_head=True),

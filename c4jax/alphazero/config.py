@@ -105,6 +105,15 @@ class TrainConfig:
     0 = off: the whole buffer."""
     replay_window_power: float = schema.field(0.75, gt=0, le=1)
     """How fast the replay window grows past replay_window (1: the whole history)."""
+    endgame_sample_weight: float = schema.field(1.0, gt=0, le=1, note="1 = off")
+    """Endgame positions (at least endgame_stones stones on the board) are drawn into
+    the minibatches this much less often than the others: SGD draws a position with
+    probability proportional to this weight for an endgame one and 1 for any other
+    (replay.sample), so more of the updates go to the opening and middle game, where
+    the mistakes are (1 = off: uniform)."""
+    endgame_stones: int = schema.field(29, ge=1, le=42)
+    """The fewest stones of an endgame position for endgame_sample_weight (29: the
+    Pons sets' end stage, more than 28)."""
     minibatch_size: int = schema.field(256, ge=1)
     """Positions per SGD step; must divide by the device count."""
     sgd_steps: int = schema.field(32, ge=1)
@@ -264,6 +273,7 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         ("surprise_start_moves", "train.surprise_starts", t.surprise_starts > 0),
         ("opening_search_simulations", "train.opening_search_games",
          t.opening_search_games > 0),
+        ("endgame_stones", "train.endgame_sample_weight", t.endgame_sample_weight < 1),
     ):
         value = getattr(t, name)
         check(on or value == defaults[name], f"train.{name}",

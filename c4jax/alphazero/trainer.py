@@ -237,7 +237,8 @@ class Trainer:
         Pure and traceable. Metrics are the means over the K steps ([] arrays).
         ``num_iterations`` ([] int32, default the config's) is the run's length, which
         the learning-rate schedule spans. ``window`` ([] int32, default the whole
-        buffer) limits the draws to the newest positions (``replay.sample``).
+        buffer) limits the draws to the newest positions (``replay.sample``);
+        ``train.endgame_sample_weight`` < 1 draws endgame positions less often.
         With S > 1 replay shards, device d draws its B / S examples from its
         own rows with the key ``fold_in(sgd_key, d)``; with one, the whole
         minibatch is drawn with ``sgd_key`` itself.
@@ -248,13 +249,15 @@ class Trainer:
         total_steps = jnp.asarray(num_iterations, jnp.int32) * t.sgd_steps
         batch_sharding = NamedSharding(self.mesh, P(DATA_AXIS))
         shards = self.replay_shards
+        endgame = ((t.endgame_stones, t.endgame_sample_weight)
+                   if t.endgame_sample_weight < 1 else None)
 
         def sample_shard(data, size, insert, window, key):  # one device's rows -> its part
             shard = jax.lax.axis_index(DATA_AXIS)
             return replay.sample_shard(
                 data, size, shard, shards, jax.random.fold_in(key, shard),
                 t.minibatch_size // shards, mirror=t.mirror_augment,
-                insert=None if window is None else insert, window=window,
+                insert=None if window is None else insert, window=window, endgame=endgame,
             )
 
         sample_local = jax.shard_map(
@@ -267,7 +270,7 @@ class Trainer:
                 batch = sample_local(buffer.data, buffer.size, buffer.insert, window, sgd_key)
             else:
                 batch = replay.sample(buffer, sgd_key, t.minibatch_size, mirror=t.mirror_augment,
-                                      window=window)
+                                      window=window, endgame=endgame)
                 batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
             return self._sgd_step(learner_state, batch, total_steps)
 

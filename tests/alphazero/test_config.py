@@ -130,6 +130,10 @@ def test_round_trip_through_json(tmp_path):
         ("train", "surprise_starts", 1.5, "train.surprise_starts"),
         ("train", "surprise_pool", 0, "train.surprise_pool"),
         ("train", "surprise_start_moves", 42, "train.surprise_start_moves"),
+        ("train", "endgame_sample_weight", 0.0, "train.endgame_sample_weight"),
+        ("train", "endgame_sample_weight", 1.5, "train.endgame_sample_weight"),
+        ("train", "endgame_stones", 0, "train.endgame_stones"),
+        ("train", "endgame_stones", 43, "train.endgame_stones"),
         ("search", "evaluation_move", "best", "search.evaluation_move"),
         ("search", "c_scale", 0.0, "search.c_scale"),
         ("search", "c_visit", -1.0, "search.c_visit"),
@@ -321,4 +325,14 @@ def test_opening_searches_are_checked_against_the_batch_and_refused_when_off():
     with pytest.raises(ValueError, match=refused):
         config_lib.validate(dataclasses.replace(cfg, train=unused))
     on = dataclasses.replace(unused, opening_search_games=batch)
+    assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
+
+
+def test_the_endgame_stones_are_refused_without_an_endgame_weight():
+    cfg = config_lib.load("tiny")
+    unused = dataclasses.replace(cfg.train, endgame_stones=20)
+    refused = r"train\.endgame_stones.*unless train\.endgame_sample_weight is on"
+    with pytest.raises(ValueError, match=refused):
+        config_lib.validate(dataclasses.replace(cfg, train=unused))
+    on = dataclasses.replace(unused, endgame_sample_weight=0.25)
     assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
