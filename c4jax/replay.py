@@ -143,7 +143,7 @@ def sample(
     buffer: ReplayBuffer, key: jax.Array, batch_size: int, *, mirror: bool = True,
     window: jax.Array | None = None, endgame: tuple[int, float] | None = None,
 ) -> Minibatch:
-    """Draws ``batch_size`` filled slots uniformly (with replacement).
+    """Draws ``batch_size`` filled slots (with replacement), uniformly unless ``endgame``.
 
     Args:
         buffer: a buffer with ``size >= 1``.
