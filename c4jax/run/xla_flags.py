@@ -5,7 +5,7 @@
 
 One setting: XLA:CPU's YNNPACK path for dots and elementwise fusions
 (``--xla_cpu_experimental_ynn_fusion_type=dot,eltwise``). It makes training on
-a CPU faster at the same strength (``docs/experiments.md``, "Which XLA:CPU code
+a CPU faster at the same strength (``docs/experiments/cpu-speed.md``, "Which XLA:CPU code
 path for the network"). One ``cpu``-preset training iteration, measured on
 2-core machines:
 
@@ -13,11 +13,11 @@ path for the network"). One ``cpu``-preset training iteration, measured on
   evaluations included (``c4jax/configs/timings/cpu.json``; ``python -m
   c4jax.train --config cpu``, and the same with ``C4JAX_FAST_CPU=0``);
 * an x86-64 VM whose CPU model was not recorded: 4.27 s with the flag, 7.49 s
-  without, 1.75x (``docs/experiments.md``; ``python -m c4jax.train --config
+  without, 1.75x (``docs/experiments/cpu-speed.md``; ``python -m c4jax.train --config
   cpu --train.num-iterations 10 --eval.every 0``, and the same with
   ``C4JAX_FAST_CPU=0``);
 * AMD EPYC (Zen 3, AVX2 and no AVX-512), jax 0.10.2: 6.3-6.4 s with the flag,
-  13.0-13.4 s without, 2.05-2.09x, evaluations off (``docs/experiments.md``).
+  13.0-13.4 s without, 2.05-2.09x, evaluations off (``docs/experiments/cpu-speed.md``).
 
 It is an ``xla_cpu`` flag: GPU and TPU backends never read it, so setting it
 everywhere keeps the code platform-neutral.
