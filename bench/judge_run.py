@@ -22,7 +22,7 @@ next to ``--out`` (``OUT_<suffix>.json``), cheapest and most telling first:
 | ``sets_high`` | the six full sets at 600 | ``600`` |
 
 A stage whose JSON is already there is skipped, so a battery that was stopped
-resumes where it stopped (``--force`` runs every stage again). About 20 minutes
+resumes where it stopped (``--force`` runs every stage again). About 15 minutes
 for a ``strong``-preset network on a 2-core CPU, most of it in ``perfect`` and
 ``sets_high``. At the end (or alone, with ``--report PREFIX``) it prints the
 record's two tables, Markdown: the full-set mistake rates by simulations, and
