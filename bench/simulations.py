@@ -13,7 +13,8 @@ alone) and the rollout agent ``mcts-N`` are measured with
   --openings 2 --every-opening --judge``.
 
 Results go to ``OUT.json`` after every point, so a stopped sweep continues where it
-was (points already there are skipped; ``--redo`` measures again), and the figure
+was (points already there are skipped; ``--redo`` measures again; each point names
+the machine and the command that measured it), and the figure
 to ``OUT.png``. Points are reused only for the same agent: the same spec and, for
 an exported network (``pretrained`` or an exported directory), the same weights,
 so a sweep of ``pretrained`` after a new agent is shipped measures every point again.
@@ -208,6 +209,9 @@ def main(argv=None) -> int:
             continue
         point = measure(spec, positions=args.positions, openings=args.openings,
                         batch_size=args.batch_size, seed=args.seed)
+        # A resumed sweep may run on another machine or with other flags: each point
+        # keeps its own (the record's "device" and "command" are the latest run's).
+        point["device"], point["command"] = record["device"], record["command"]
         record["points"][kind][str(n)] = point
         print(_line(spec, point), flush=True)
         tmp = path.with_suffix(".json.tmp")

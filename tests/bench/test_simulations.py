@@ -37,6 +37,11 @@ def test_a_sweep_measures_each_point_once_and_continues_where_it_stopped(tmp_pat
     assert "pretrained@0" in text and "(done before)" in text
     again = json.loads(out.with_suffix(".json").read_text())
     assert again["points"]["network"]["0"] == point and "1" in again["points"]["rollouts"]
+    # Each point keeps the command that measured it; the record has the latest.
+    assert "--sims 0 --rollouts none" in point["command"]
+    second = again["points"]["rollouts"]["1"]
+    assert "--rollouts 1" in second["command"] and second["command"] == again["command"]
+    assert point["device"]["cpu_count"] == second["device"]["cpu_count"] > 0
     assert "| rollout MCTS | 1 |" in text and "| pretrained | 0 |" in text
 
 
