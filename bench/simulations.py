@@ -152,18 +152,18 @@ def plot(record: dict, path: Path) -> None:
 
 
 def table(record: dict) -> str:
-    """Markdown: one row per point, mistakes % per set and the perfect match."""
+    """Markdown: one row per point, mistakes % per set, their mean and the perfect match."""
     head = ("| agent | simulations | " + " | ".join(solver.SET_NAMES)
-            + " | score vs perfect | result kept |")
-    rows = [head, "|" + "---|" * (len(solver.SET_NAMES) + 4)]
+            + " | mean | score vs perfect | result kept |")
+    rows = [head, "|" + "---|" * (len(solver.SET_NAMES) + 5)]
     for kind in ("network", "rollouts"):
         for n, p in sorted((int(n), p) for n, p in record["points"][kind].items()):
-            rates = " | ".join(
-                f"{100 * p['solver'][s]['mistake_rate']:.1f}" for s in solver.SET_NAMES)
+            percent = [100 * p["solver"][s]["mistake_rate"] for s in solver.SET_NAMES]
+            rates = " | ".join(f"{r:.1f}" for r in percent)
             q = p["perfect"]
             label = record["agent"] if kind == "network" else "rollout MCTS"
-            rows.append(f"| {label} | {n} | {rates} | {100 * q['score']:.1f}% | "
-                        f"{q['kept']} / {q['games']} |")
+            rows.append(f"| {label} | {n} | {rates} | {np.mean(percent):.2f} | "
+                        f"{100 * q['score']:.1f}% | {q['kept']} / {q['games']} |")
     return "\n".join(rows)
 
 

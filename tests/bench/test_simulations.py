@@ -46,15 +46,20 @@ def test_a_sweep_measures_each_point_once_and_continues_where_it_stopped(tmp_pat
 
 
 def test_the_table_has_a_row_per_point_in_order():
-    def point(rate, score, kept):
-        return {"solver": {s: {"mistake_rate": rate} for s in solver.SET_NAMES},
-                "perfect": {"score": score, "kept": kept, "games": 98}}
+    def point(rate, score, kept, hard=None):
+        rates = {s: {"mistake_rate": rate} for s in solver.SET_NAMES}
+        if hard is not None:
+            rates["L1_R3"] = {"mistake_rate": hard}
+        return {"solver": rates, "perfect": {"score": score, "kept": kept, "games": 98}}
 
     record = {"agent": "runs/x", "points": {
-        "network": {"64": point(0.01, 0.3, 70), "0": point(0.05, 0.1, 50)},
+        "network": {"64": point(0.01, 0.3, 70), "0": point(0.05, 0.1, 50, hard=0.11)},
         "rollouts": {"8": point(0.3, 0.0, 30)}}}
     lines = simulations.table(record).splitlines()
-    assert lines[2].startswith("| runs/x | 0 | 5.0 |") and lines[2].endswith("| 10.0% | 50 / 98 |")
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    # Five sets at 5.0 and L1_R3 at 11.0: a mean of 6.00.
+    assert lines[2].startswith("| runs/x | 0 | 5.0 |")
+    assert lines[2].endswith("| 11.0 | 6.00 | 10.0% | 50 / 98 |")
     assert lines[3].startswith("| runs/x | 64 | 1.0 |")
     assert lines[4].startswith("| rollout MCTS | 8 | 30.0 |")
 
