@@ -40,6 +40,12 @@ class NetworkConfig:
     """A second policy head that predicts the opponent's reply (the search policy of
     the next position), trained as an auxiliary target with weight
     train.opponent_policy_weight (KataGo); search and play never read it."""
+    global_pool: int = schema.field(0, ge=0, note="0 = off")
+    """Global pooling in every residual block (KataGo's global pooling bias):
+    the mean and the maximum over the board of the first global_pool channels
+    of the block's first convolution, through a dense layer, add a bias to
+    each of its channels before the second convolution, so every block sees
+    the whole board at once. At most network.channels."""
 
 
 @dataclass(frozen=True)
@@ -263,6 +269,8 @@ def validate(config: Config, num_devices: int = 1) -> Config:
           "train.surprise_starts",
           "0 unless random openings are played at once (train.random_opening_moves > 0 "
           "and train.opening_targets 'drop')", t.surprise_starts)
+    check(config.network.global_pool <= config.network.channels, "network.global_pool",
+          f"0..network.channels ({config.network.channels})", config.network.global_pool)
     check(t.opening_search_games <= t.selfplay_batch, "train.opening_search_games",
           f"0..train.selfplay_batch ({t.selfplay_batch})", t.opening_search_games)
     # Settings of an option that is off: refused unless left at their defaults.

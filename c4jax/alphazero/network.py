@@ -17,6 +17,12 @@ target). Its ``[B, A]`` logits are not returned: they are sown as
 ``mutable=['batch_stats', 'intermediates']``. Its parameters come after the
 others (``Conv_3``, ``BatchNorm_3``, ``Dense_3``), so the inference path
 (``fold_batchnorm``, the ONNX export) is the same with or without it.
+
+With ``global_pool`` = G > 0 every residual block pools the first G channels
+of its first convolution's output over the board (their mean and maximum,
+``[B, 2G]``) and adds a dense layer of them (``Dense_0`` of the block,
+``[2G, C]``) to all C channels before its second convolution: KataGo's
+global pooling bias, which gives each block the whole board at once.
 """
 
 from __future__ import annotations
@@ -69,19 +75,36 @@ def _norm(train: bool, momentum: float, dtype: Any) -> nn.BatchNorm:
     )
 
 
+def pool_features(y: jax.Array, channels: int) -> jax.Array:
+    """[B, H, W, C] -> [B, 2G]: the mean, then the maximum, over the board of the
+    first G = ``channels`` channels (the global pooling bias's input)."""
+    g = y[..., :channels]
+    return jnp.concatenate([jnp.mean(g, axis=(1, 2)), jnp.max(g, axis=(1, 2))], axis=-1)
+
+
 class ResidualBlock(nn.Module):
-    """conv-BN-relu-conv-BN, plus the input, then relu; keeps ``[B, H, W, C]``."""
+    """conv-BN-relu-conv-BN, plus the input, then relu; keeps ``[B, H, W, C]``.
+
+    With ``global_pool`` = G > 0, a dense layer of ``pool_features`` of the first
+    G channels after the first conv-BN-relu adds a bias ``[B, C]`` to every
+    position before the second convolution.
+    """
 
     channels: int
     kernel_size: int
     dtype: Any = jnp.float32
     bn_momentum: float = 0.9
     loop_grads: bool = False
+    global_pool: int = 0
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
         c, k, m, dt = self.channels, self.kernel_size, self.bn_momentum, self.dtype
         y = nn.relu(_norm(train, m, dt)(_conv(c, k, dt, self.loop_grads)(x)))
+        if self.global_pool:
+            bias = nn.Dense(c, dtype=dt, param_dtype=jnp.float32)(
+                pool_features(y, self.global_pool))  # [B, C]
+            y = y + bias[:, None, None, :]
         y = _norm(train, m, dt)(_conv(c, k, dt, self.loop_grads)(y))
         return nn.relu(x + y)
 
@@ -99,6 +122,8 @@ class PolicyValueNet(nn.Module):
         value_hidden: width of the value head's hidden dense layer.
         bn_momentum: decay of the BatchNorm running statistics.
         opponent_head: add the opponent-reply policy head (module doc).
+        global_pool: channels of each block's global pooling bias, 0 = none
+            (module doc).
         loop_grads: take the convolutions' gradients as forward-layout
             convolutions (``c4jax.alphazero.conv``), which XLA:CPU runs fast
             inside a ``while`` loop; the same values, parameters and outputs.
@@ -114,6 +139,7 @@ class PolicyValueNet(nn.Module):
     bn_momentum: float = 0.9
     opponent_head: bool = False
     loop_grads: bool = False
+    global_pool: int = 0
 
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -139,7 +165,7 @@ class PolicyValueNet(nn.Module):
         x = nn.relu(norm()(conv(self.channels, self.kernel_size)(x)))
         for _ in range(self.num_blocks):
             x = ResidualBlock(self.channels, self.kernel_size, self.dtype, self.bn_momentum,
-                              self.loop_grads)(x, train)
+                              self.loop_grads, self.global_pool)(x, train)
 
         p = nn.relu(norm()(conv(self.policy_channels, 1)(x)))
         logits = dense(env.NUM_ACTIONS, _head_init)(p.reshape(p.shape[0], -1))
@@ -169,6 +195,7 @@ def make_network(config: NetworkConfig, *, loop_grads: bool = False) -> PolicyVa
         dtype=jnp.bfloat16 if config.bfloat16 else jnp.float32,
         opponent_head=config.opponent_head,
         loop_grads=loop_grads,
+        global_pool=config.global_pool,
     )
 
 
@@ -215,7 +242,8 @@ def fold_batchnorm(variables: Any) -> dict:
         'policy_dense': dense, 'value': conv, 'value_hidden': dense,
         'value_out': dense}`` where a conv is ``(kernel [k, k, C_in, C_out],
         bias [C_out])`` and a dense ``(kernel [F_in, F_out], bias [F_out])``;
-        ``folded_apply`` evaluates it.
+        with global pooling also ``'block_pools': [dense, ...]``, one
+        ``[2G, C]`` dense a block. ``folded_apply`` evaluates it.
     """
     params, stats = variables["params"], variables["batch_stats"]
 
@@ -229,7 +257,11 @@ def fold_batchnorm(variables: Any) -> dict:
 
     blocks = sorted((k for k in params if k.startswith("ResidualBlock_")),
                     key=lambda k: int(k.rsplit("_", 1)[1]))
+    pools = {}
+    if blocks and "Dense_0" in params[blocks[0]]:  # global pooling (module doc)
+        pools = {"block_pools": [dense(params[b]["Dense_0"]) for b in blocks]}
     return {
+        **pools,
         "stem": conv(params, stats, 0),
         "blocks": [(conv(params[b], stats[b], 0), conv(params[b], stats[b], 1)) for b in blocks],
         "policy": conv(params, stats, 1),
@@ -263,8 +295,12 @@ def folded_apply(folded: dict, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         return x @ kb[0] + kb[1]
 
     x = nn.relu(conv(obs.astype(jnp.float32), folded["stem"]))
-    for first, second in folded["blocks"]:
-        x = nn.relu(x + conv(nn.relu(conv(x, first)), second))
+    pools = folded.get("block_pools") or [None] * len(folded["blocks"])
+    for (first, second), pool in zip(folded["blocks"], pools, strict=True):
+        y = nn.relu(conv(x, first))
+        if pool is not None:  # [2G, C] kernel: pool G channels
+            y = y + dense(pool_features(y, pool[0].shape[0] // 2), pool)[:, None, None, :]
+        x = nn.relu(x + conv(y, second))
     p = nn.relu(conv(x, folded["policy"]))
     logits = dense(p.reshape(p.shape[0], -1), folded["policy_dense"])
     v = nn.relu(conv(x, folded["value"]))

@@ -131,6 +131,17 @@ class _Graph:
         bias = np.asarray(params["bias"], np.float32)
         return self.op("Gemm", [x, self.const("W", kernel), self.const("B", bias)])
 
+    def pool_bias(self, y: str, params: dict, channels: int) -> str:
+        """A block's global pooling bias on NCHW ``y``: [B, C, 1, 1], the dense layer
+        of the mean and the maximum over the board of its first ``channels``."""
+        g = self.op("Slice", [y, self.const("starts", np.array([0], np.int64)),
+                              self.const("ends", np.array([channels], np.int64)),
+                              self.const("axes", np.array([1], np.int64))])
+        pooled = self.op("Concat", [self.op("GlobalAveragePool", [g]),
+                                    self.op("GlobalMaxPool", [g])], axis=1)  # [B, 2G, 1, 1]
+        bias = self.dense(self.op("Flatten", [pooled]), params)  # [B, C]
+        return self.op("Reshape", [bias, self.const("shape", np.array([0, -1, 1, 1], np.int64))])
+
     def flatten_nhwc(self, x: str) -> str:
         """NCHW [B, C, H, W] -> [B, H * W * C] in Flax's (NHWC) order."""
         y = self.op("Transpose", [x], perm=[0, 2, 3, 1])
@@ -142,7 +153,8 @@ def to_onnx(variables: dict, config: NetworkConfig):
 
     Args:
         variables: ``{'params', 'batch_stats'}`` of ``network.make_network(config)``.
-        config: its shape (``num_blocks``); a bfloat16 network is exported in float32.
+        config: its shape (``num_blocks``, ``global_pool``); a bfloat16 network is
+            exported in float32.
 
     Returns:
         A model with input ``obs`` [B, H, W, 2] float32 (B free) and outputs
@@ -159,6 +171,8 @@ def to_onnx(variables: dict, config: NetworkConfig):
     for block in range(config.num_blocks):
         scope = f"ResidualBlock_{block}"
         y = g.conv_bn(x, params[scope], stats[scope], 0, relu=True)
+        if config.global_pool:
+            y = g.op("Add", [y, g.pool_bias(y, params[scope]["Dense_0"], config.global_pool)])
         y = g.conv_bn(y, params[scope], stats[scope], 1, relu=False)
         x = g.op("Relu", [g.op("Add", [x, y])])
 

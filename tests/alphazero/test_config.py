@@ -337,3 +337,14 @@ def test_the_endgame_stones_are_refused_without_an_endgame_weight():
         config_lib.validate(dataclasses.replace(cfg, train=unused))
     on = dataclasses.replace(unused, endgame_sample_weight=0.25)
     assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
+
+
+def test_global_pooling_pools_at_most_the_blocks_channels():
+    cfg = config_lib.load("tiny")
+    channels = cfg.network.channels
+    for bad in (-1, channels + 1):
+        too_many = dataclasses.replace(cfg.network, global_pool=bad)
+        with pytest.raises(ValueError, match=r"network\.global_pool"):
+            config_lib.validate(dataclasses.replace(cfg, network=too_many))
+    every = dataclasses.replace(cfg.network, global_pool=channels)
+    assert config_lib.validate(dataclasses.replace(cfg, network=every)).network == every

@@ -178,7 +178,8 @@ def _perturbed(variables, seed):
         noise = jax.random.normal(key, x.shape)
         if "var" in name:
             out.append(jax.random.uniform(key, x.shape, minval=0.2, maxval=3.0))
-        elif any(f"Dense_{i}" in name for i in (0, 2, 3)):  # the heads' last layers start ~0
+        elif ("ResidualBlock" not in name  # a block's Dense_0 is its global pooling's
+              and any(f"Dense_{i}" in name for i in (0, 2, 3))):  # the heads' last layers start ~0
             out.append(x * 300.0 + (0.01 * noise if "bias" in name else 0.0))
         elif "BatchNorm" in name or "mean" in name:
             out.append(x + 0.3 * noise)
@@ -247,3 +248,38 @@ def test_the_opponent_head_adds_a_sown_policy_and_leaves_inference_alone():
     for outputs in (got, folded):
         np.testing.assert_allclose(outputs[0], want[0], rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(outputs[1], want[1], rtol=1e-4, atol=1e-4)
+
+
+def test_global_pooling_lets_one_block_see_the_whole_board():
+    """With 1x1 convolutions a plain block is per-cell; with global pooling a stone
+    in one corner changes the block's output in the other."""
+    for pool, reaches in ((0, False), (4, True)):
+        block = network.ResidualBlock(channels=8, kernel_size=1, global_pool=pool)
+        x = jnp.zeros((1, env.NUM_ROWS, env.NUM_COLS, 8)).at[:, :, :, 0].set(0.5)
+        variables = _perturbed(block.init(jax.random.key(7), x), seed=8)
+        if pool:
+            assert variables["params"]["Dense_0"]["kernel"].shape == (2 * pool, 8)
+        moved = x.at[0, 0, 0, :].set(3.0)  # the top-left cell only
+        before, after = (block.apply(variables, y)[0, -1, -1] for y in (x, moved))  # bottom right
+        changed = float(jnp.max(jnp.abs(after - before)))
+        assert (changed > 1e-3) == reaches, (pool, changed)
+
+
+def test_folded_inference_with_global_pooling_equals_the_module():
+    config = NetworkConfig(num_blocks=2, channels=8, global_pool=3)
+    net = network.make_network(config)
+    variables = _perturbed(network.init_variables(net, jax.random.key(3)), seed=4)
+    assert {k for k in variables["params"]["ResidualBlock_1"]} == {
+        "Conv_0", "BatchNorm_0", "Dense_0", "Conv_1", "BatchNorm_1"}
+    obs = _random_obs(3)
+    want_logits, want_value = jax.jit(lambda v, x: net.apply(v, x, train=False))(variables, obs)
+    logits, value = jax.jit(network.make_apply_fn(net))(variables, obs)
+    assert float(jnp.std(want_logits)) > 0.1 and float(jnp.std(want_value)) > 0.02
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(value, want_value, rtol=1e-4, atol=1e-4)
+    folded = network.fold_batchnorm(variables)
+    assert [p[0].shape for p in folded["block_pools"]] == [(6, 8), (6, 8)]
+    # Without the pooling bias the network computes something else.
+    del folded["block_pools"]
+    other, _ = jax.jit(network.folded_apply)(folded, obs)
+    assert float(jnp.max(jnp.abs(other - want_logits))) > 1e-3

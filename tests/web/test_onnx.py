@@ -83,6 +83,33 @@ def test_onnx_model_matches_a_network_with_a_wider_value_head():
     _check_parity(checkpoints.NetworkCheckpoint(config=config, variables=variables, step=0))
 
 
+def test_onnx_model_matches_a_network_with_global_pooling():
+    config = config_lib.load("tiny")
+    config = dataclasses.replace(
+        config, network=dataclasses.replace(config.network, global_pool=3)
+    )
+    net = network.make_network(config.network)
+    variables = network.init_variables(net, jax.random.key(4))
+    params = dict(variables["params"])
+    for name in ("Dense_0", "Dense_2"):
+        params[name] = jax.tree.map(lambda x: x * 300.0, params[name])
+    # A pooling bias that matters: the block's dense layer scaled up too.
+    block = dict(params["ResidualBlock_0"])
+    block["Dense_0"] = jax.tree.map(lambda x: x * 3.0 + 0.1, block["Dense_0"])
+    params["ResidualBlock_0"] = block
+    variables = {"params": params, "batch_stats": variables["batch_stats"]}
+    _check_parity(checkpoints.NetworkCheckpoint(config=config, variables=variables, step=0))
+    # The same model without the pooling bias differs: the export does read it.
+    plain = dataclasses.replace(config.network, global_pool=0)
+    session = ort.InferenceSession(onnx_export.to_onnx(variables, plain).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    pooled = ort.InferenceSession(onnx_export.to_onnx(variables, config.network)
+                                  .SerializeToString(), providers=["CPUExecutionProvider"])
+    obs = _positions(jax.random.key(1))
+    assert np.max(np.abs(session.run(None, {"obs": obs})[0]
+                         - pooled.run(None, {"obs": obs})[0])) > 1e-3
+
+
 def test_without_the_export_extra_the_command_says_what_to_install(
     monkeypatch, tmp_path, capsys
 ):
