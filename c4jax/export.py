@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 
 from c4jax import inputs
+from c4jax.judge import registry
 from c4jax.store import checkpoints, exported
 
 
@@ -96,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     net = sub.add_parser("network", help="a checkpoint's network variables, config and info")
-    net.add_argument("run", help="RUN_DIR or RUN_DIR:STEP (default step: the best)")
+    net.add_argument("run", help="RUN_DIR or RUN_DIR:STEP (STEP: an iteration, last or best; "
+                     "default: the best)")
     net.add_argument("out_dir", help="directory to write (created if needed)")
     net.add_argument("--note", default="", help="free text kept in info.json")
     net.add_argument(
@@ -108,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     web.add_argument("out_dir", help="directory to write (created if needed)")
     web.add_argument(
         "--run", default=None,
-        help="RUN_DIR or RUN_DIR:STEP (default step: the best); default: the pretrained agent",
+        help="RUN_DIR or RUN_DIR:STEP (STEP: an iteration, last or best; default: the best); "
+        "default: the pretrained agent",
     )
     web.add_argument(
         "--ort-dir", default=None,
@@ -122,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     run, _, step_text = args.run.partition(":")
     try:
-        step = _step(args.run, step_text)
+        step = _step(args.run, run, step_text)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -160,9 +163,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _step(spec: str, step_text: str) -> int | None:
-    """The STEP of ``RUN_DIR:STEP`` (None without one); ``InputError`` if not a whole number."""
-    return inputs.parse_count(step_text, name=f"{spec}: STEP") if step_text else None
+def _step(spec: str, run: str, step_text: str) -> int | None:
+    """The STEP of ``RUN_DIR:STEP``: an iteration, ``last`` (the newest checkpoint's), or
+    None for ``best`` or none given (the loaders' default, the best checkpoint).
+
+    Raises:
+        ValueError: not a whole number (``InputError``), or ``last`` of a directory
+            without checkpoints.
+    """
+    if step_text == registry.LAST:
+        return registry.newest_step(run)
+    if not step_text or step_text == registry.BEST:
+        return None
+    return inputs.parse_count(step_text, name=f"{spec}: STEP")
 
 
 def _web(args: argparse.Namespace) -> int:
@@ -182,7 +195,7 @@ def _web(args: argparse.Namespace) -> int:
             checkpoint, source = exported.load_exported(), "the pretrained agent"
         else:
             run, _, step_text = args.run.partition(":")
-            checkpoint = checkpoints.restore_variables(run, _step(args.run, step_text))
+            checkpoint = checkpoints.restore_variables(run, _step(args.run, run, step_text))
             source = f"run {Path(run).resolve().name}"
         ort_dir = onnx_export.ort_dist(args.ort_dir)
         out = onnx_export.write_web_page(checkpoint, args.out_dir, ort_dir, source)

@@ -138,3 +138,23 @@ def test_bad_arguments_exit_2_without_a_traceback(tiny_run, tmp_path, capsys):
         assert "Traceback" not in err and err.count("\n") == 1, err[:500]
         if "²" in str(args[0]):
             assert "STEP: got '²', allowed: a whole number" in err
+
+
+@pytest.mark.slow
+def test_a_step_may_be_named_last_or_best_as_in_agent_specs(tiny_run, tmp_path, capsys):
+    from c4jax.judge import registry
+
+    reader = checkpoints.open_for_reading(tiny_run)
+    best = checkpoints.best_step(reader)
+    reader.close()
+    for name, want in (("last", registry.newest_step(tiny_run)), ("best", best)):
+        code, out, err = run_main(export.main, ["network", f"{tiny_run}:{name}",
+                                                str(tmp_path / name)], capsys)
+        assert code == 0, err
+        assert f"(step {want}," in out
+        assert json.loads((tmp_path / name / "info.json").read_text())["step"] == want
+    # A directory without checkpoints: one line, exit 2.
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_main(export.main, ["network", f"{tmp_path / 'empty'}:last",
+                                          str(tmp_path / "x")], capsys)
+    assert code == 2 and err.startswith("error:") and err.count("\n") == 1, err
