@@ -155,7 +155,7 @@ def table(record: dict) -> str:
     """Markdown: one row per point, mistakes % per set, their mean and the perfect match."""
     head = ("| agent | simulations | " + " | ".join(solver.SET_NAMES)
             + " | mean | score vs perfect | result kept |")
-    rows = [head, "|" + "---|" * (len(solver.SET_NAMES) + 5)]
+    rows = [head, "|---|" + "---:|" * (len(solver.SET_NAMES) + 4)]  # numbers to the right
     for kind in ("network", "rollouts"):
         for n, p in sorted((int(n), p) for n, p in record["points"][kind].items()):
             percent = [100 * p["solver"][s]["mistake_rate"] for s in solver.SET_NAMES]

@@ -57,6 +57,7 @@ def test_the_table_has_a_row_per_point_in_order():
         "rollouts": {"8": point(0.3, 0.0, 30)}}}
     lines = simulations.table(record).splitlines()
     assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    assert lines[1].startswith("|---|---:|")
     # Five sets at 5.0 and L1_R3 at 11.0: a mean of 6.00.
     assert lines[2].startswith("| runs/x | 0 | 5.0 |")
     assert lines[2].endswith("| 11.0 | 6.00 | 10.0% | 50 / 98 |")
