@@ -201,6 +201,17 @@ def test_fold_conv_bn_is_the_batchnorm_of_the_convolution():
     np.testing.assert_allclose(kernel.ravel()[0] * x + bias[0], 3 * (2 * x - 1) / 2 + 0.5)
 
 
+def _assert_folded_equals_module(net, variables, obs):
+    """The folded inference path gives the module's outputs; returns its logits."""
+    want_logits, want_value = jax.jit(lambda v, x: net.apply(v, x, train=False))(variables, obs)
+    logits, value = jax.jit(network.make_apply_fn(net))(variables, obs)
+    # The outputs are far from trivial, so agreeing means the same function.
+    assert float(jnp.std(want_logits)) > 0.1 and float(jnp.std(want_value)) > 0.02
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(value, want_value, rtol=1e-4, atol=1e-4)
+    return want_logits
+
+
 @pytest.mark.parametrize("kernel_size, value_channels", [(3, 1), (5, 1), (3, 4)])
 def test_folded_inference_equals_the_module(kernel_size, value_channels):
     config = NetworkConfig(
@@ -208,13 +219,7 @@ def test_folded_inference_equals_the_module(kernel_size, value_channels):
     )
     net = network.make_network(config)
     variables = _perturbed(network.init_variables(net, jax.random.key(1)), seed=2)
-    obs = _random_obs(3)
-    want_logits, want_value = jax.jit(lambda v, x: net.apply(v, x, train=False))(variables, obs)
-    logits, value = jax.jit(network.make_apply_fn(net))(variables, obs)
-    # The outputs are far from trivial, so agreeing means the same function.
-    assert float(jnp.std(want_logits)) > 0.1 and float(jnp.std(want_value)) > 0.02
-    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(value, want_value, rtol=1e-4, atol=1e-4)
+    _assert_folded_equals_module(net, variables, _random_obs(3))
     # The folded variables hold no BatchNorm: a conv and a bias per layer.
     folded = network.fold_batchnorm(variables)
     assert len(folded["blocks"]) == 2
@@ -272,11 +277,7 @@ def test_folded_inference_with_global_pooling_equals_the_module():
     assert {k for k in variables["params"]["ResidualBlock_1"]} == {
         "Conv_0", "BatchNorm_0", "Dense_0", "Conv_1", "BatchNorm_1"}
     obs = _random_obs(3)
-    want_logits, want_value = jax.jit(lambda v, x: net.apply(v, x, train=False))(variables, obs)
-    logits, value = jax.jit(network.make_apply_fn(net))(variables, obs)
-    assert float(jnp.std(want_logits)) > 0.1 and float(jnp.std(want_value)) > 0.02
-    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(value, want_value, rtol=1e-4, atol=1e-4)
+    want_logits = _assert_folded_equals_module(net, variables, obs)
     folded = network.fold_batchnorm(variables)
     assert [p[0].shape for p in folded["block_pools"]] == [(6, 8), (6, 8)]
     # Without the pooling bias the network computes something else.

@@ -68,32 +68,29 @@ def test_onnx_model_matches_a_run_network(tiny_run):
     _check_parity(checkpoints.restore_variables(tiny_run))
 
 
-def test_onnx_model_matches_a_network_with_a_wider_value_head():
+def _tiny_network(key: int, **fields) -> checkpoints.NetworkCheckpoint:
+    """An untrained ``tiny`` network with ``fields`` changed, its heads' last layers
+    (which start ~0) scaled up so that the outputs say something."""
     config = config_lib.load("tiny")
-    config = dataclasses.replace(
-        config, network=dataclasses.replace(config.network, value_channels=4)
-    )
+    config = dataclasses.replace(config, network=dataclasses.replace(config.network, **fields))
     net = network.make_network(config.network)
-    variables = network.init_variables(net, jax.random.key(3))
-    # The heads' last layers start ~0: scale them up so that the outputs say something.
+    variables = network.init_variables(net, jax.random.key(key))
     params = dict(variables["params"])
     for name in ("Dense_0", "Dense_2"):
         params[name] = jax.tree.map(lambda x: x * 300.0, params[name])
     variables = {"params": params, "batch_stats": variables["batch_stats"]}
-    _check_parity(checkpoints.NetworkCheckpoint(config=config, variables=variables, step=0))
+    return checkpoints.NetworkCheckpoint(config=config, variables=variables, step=0)
+
+
+def test_onnx_model_matches_a_network_with_a_wider_value_head():
+    _check_parity(_tiny_network(3, value_channels=4))
 
 
 def test_onnx_model_matches_a_network_with_global_pooling():
-    config = config_lib.load("tiny")
-    config = dataclasses.replace(
-        config, network=dataclasses.replace(config.network, global_pool=3)
-    )
-    net = network.make_network(config.network)
-    variables = network.init_variables(net, jax.random.key(4))
-    params = dict(variables["params"])
-    for name in ("Dense_0", "Dense_2"):
-        params[name] = jax.tree.map(lambda x: x * 300.0, params[name])
+    checkpoint = _tiny_network(4, global_pool=3)
+    config, variables = checkpoint.config, checkpoint.variables
     # A pooling bias that matters: the block's dense layer scaled up too.
+    params = dict(variables["params"])
     block = dict(params["ResidualBlock_0"])
     block["Dense_0"] = jax.tree.map(lambda x: x * 3.0 + 0.1, block["Dense_0"])
     params["ResidualBlock_0"] = block
