@@ -13,7 +13,7 @@ import pytest
 import xla_env
 
 from c4jax.alphazero import config as config_lib
-from c4jax.run import train_alphazero, xla_flags
+from c4jax.run import compile_cache, train_alphazero, xla_flags
 
 # Compiling dominates this suite's time on a CPU, and many tests compile the same
 # programs (every Trainer re-jits the tiny preset's step). A persistent cache,
@@ -26,7 +26,14 @@ _CACHE = os.environ.setdefault(
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_THREEFRY_PARTITIONABLE", "false")
+# Bounded, so that JAX locks the folder: a process that reads an entry while another
+# writes it then never sees half of one. The folder outlives a session: repair what a
+# test that killed a process mid-write left there, before anything compiles.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 * 1024**3))
 jax.config.update("jax_compilation_cache_dir", _CACHE)
+jax.config.update("jax_compilation_cache_max_size",
+                  int(os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"]))
+compile_cache.repair(_CACHE, bounded=True)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_threefry_partitionable", False)
 # The code path the command lines use (YNNPACK fusion on XLA:CPU, where this jaxlib

@@ -20,11 +20,24 @@ Not touched:
 
 * ``C4JAX_COMPILE_CACHE=0`` turns it off;
 * a cache the user chose (``JAX_COMPILATION_CACHE_DIR``, or
-  ``jax_compilation_cache_dir`` set in code) is kept;
+  ``jax_compilation_cache_dir`` set in code) is kept, with its size bound
+  (repaired as below, but unlocked where it is unbounded, as JAX leaves it);
 * a folder that cannot be created or written leaves it off (``enable``
   returns why; the trainer's start-up line, ``describe``, says so), rather
   than failing: the cache only saves time. JAX itself only warns when an entry cannot be
   written later (a full disk).
+
+Repair. JAX writes an entry in place, so a process killed while it writes one
+(SIGKILL, an out-of-memory kill) or a disk that fills up leaves a truncated
+entry. JAX then warns on every later read of it, recompiles, and never writes it
+again, because the entry exists. With a bounded cache every later write fails
+as well, since JAX's eviction needs each entry's access time and a cut-short
+write has none. So ``enable`` first checks the entries written since it last
+looked (and any entry without an access time) by decompressing them. It removes
+the ones that are cut short or corrupt, and gives a sound entry without an
+access time one. It holds JAX's own lock on the folder while it does this
+(where the cache is bounded, JAX locks it too). ``describe`` reports what it
+removed.
 
 Nothing happens at import. Library code never calls this: a program that uses
 c4jax as a library decides its own cache (it may call this function too).
@@ -34,12 +47,20 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
+import zlib
 from pathlib import Path
 
 import jax
 
 OPT_OUT = "C4JAX_COMPILE_CACHE"  # "0" turns the cache off
 MAX_BYTES = 2 * 1024**3  # JAX evicts the least recently used entries beyond this
+ENTRY, ATIME = "-cache", "-atime"  # JAX's file suffixes: a compiled program, its last use
+LOCK = ".lockfile"  # the lock file JAX's bounded cache takes for every read and write
+CHECKED = ".c4jax-checked"  # when repair() last started (ns): older entries were checked
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # JAX compresses with zstd where it can, else with zlib
+
+_repaired: dict[str, int] = {}  # folder -> entries the last enable() removed there
 
 
 def default_dir(environ=None) -> Path:
@@ -69,14 +90,16 @@ def enable(environ=None, folder: Path | None = None) -> str:
 
     Returns:
         ``"on: FOLDER"``, ``"set by the user: FOLDER"``, ``"opted out"``, or
-        ``"off: REASON"`` when the folder cannot be written.
+        ``"off: REASON"`` when the folder cannot be written. The first two end in
+        ``"; removed N damaged entries cut short or corrupt"`` when ``repair``
+        removed some.
     """
     env = os.environ if environ is None else environ
     if _opted_out(env):
         return "opted out"
     chosen = jax.config.jax_compilation_cache_dir  # JAX_COMPILATION_CACHE_DIR lands here
     if chosen:
-        return f"set by the user: {chosen}"
+        return f"set by the user: {chosen}" + _repair_note(chosen)
     folder = default_dir(env) if folder is None else Path(folder)
     problem = _writable(folder)
     if problem is not None:
@@ -85,9 +108,101 @@ def enable(environ=None, folder: Path | None = None) -> str:
     try:
         import filelock  # noqa: F401  (a dependency: JAX's eviction locks the folder with it)
     except ImportError:  # without it JAX cannot bound the size, and warns on every read
-        return f"on: {folder}"
+        return f"on: {folder}" + _repair_note(folder)
     jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
-    return f"on: {folder}"
+    return f"on: {folder}" + _repair_note(folder)
+
+
+def _repair_note(folder) -> str:
+    bounded = jax.config.jax_compilation_cache_max_size != -1
+    _repaired[str(folder)] = removed = repair(folder, bounded=bounded)
+    return f"; removed {_entries(removed)} cut short or corrupt" if removed else ""
+
+
+def _entries(n: int) -> str:
+    return f"{n} damaged entr{'y' if n == 1 else 'ies'}"
+
+
+def _decompresses(data: bytes) -> bool | None:
+    """Whether a cache entry's bytes decompress whole; None where this Python cannot tell."""
+    if data[:4] == ZSTD_MAGIC:
+        try:
+            from compression import zstd  # Python 3.14
+            decompress = zstd.decompress
+        except ImportError:
+            try:
+                import zstandard
+            except ImportError:
+                return None  # JAX could not read it either; it will say so
+            decompress = zstandard.ZstdDecompressor().decompress
+    else:
+        decompress = zlib.decompress
+    try:
+        decompress(data)
+    except Exception:  # each library has its own error type for a cut-short stream
+        return False
+    return True
+
+
+def repair(folder, *, bounded: bool, lock_timeout: float = 10.0) -> int:
+    """Removes the cache entries in ``folder`` that a killed write or a full disk cut short.
+
+    Checks (decompresses) each entry written since the last repair of this folder
+    began, and each entry without an access-time file. Where ``bounded`` (JAX's
+    size bound is on), it holds JAX's lock on the folder, and gives a sound entry
+    without an access time the current time, which JAX's eviction needs. A
+    folder it cannot lock or read is left as it is.
+
+    Returns:
+        The number of entries removed.
+    """
+    if "://" in str(folder) or not Path(folder).is_dir():
+        return 0  # a remote cache (gs://...) or none yet: nothing to repair here
+    folder = Path(folder)
+    lock = None
+    if bounded:
+        try:
+            import filelock
+        except ImportError:
+            bounded = False
+        else:
+            lock = filelock.FileLock(folder / LOCK)
+            try:
+                lock.acquire(timeout=lock_timeout)
+            except (filelock.Timeout, OSError):
+                return 0  # another process holds it long; check next time
+    try:
+        return _repair(folder, bounded)
+    except OSError:
+        return 0  # a folder that cannot be read or written: JAX will only warn
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _repair(folder: Path, bounded: bool) -> int:
+    started = time.time_ns()
+    stamp = folder / CHECKED
+    try:
+        since = int(stamp.read_text())
+    except (OSError, ValueError):
+        since = 0
+    removed = 0
+    for entry in folder.glob(f"*{ENTRY}"):
+        atime = entry.with_name(entry.name.removesuffix(ENTRY) + ATIME)
+        has_atime = atime.exists()
+        if has_atime and entry.stat().st_mtime_ns < since:
+            continue
+        if _decompresses(entry.read_bytes()) is False:
+            entry.unlink(missing_ok=True)
+            atime.unlink(missing_ok=True)
+            removed += 1
+        elif bounded and not has_atime:
+            atime.write_bytes(time.time_ns().to_bytes(8, "little"))  # JAX's format
+    partial = stamp.with_name(f"{CHECKED}.{os.getpid()}")
+    partial.write_text(str(started))
+    partial.replace(stamp)
+    return removed
 
 
 def describe(environ=None) -> str:
@@ -95,8 +210,10 @@ def describe(environ=None) -> str:
     env = os.environ if environ is None else environ
     folder = jax.config.jax_compilation_cache_dir
     if folder:
+        removed = _repaired.get(str(folder))
+        repaired = f"; removed {_entries(removed)} cut short or corrupt" if removed else ""
         return (f"compilation cache: {folder} (programs compiled before on this machine "
-                f"load from there; {OPT_OUT}=0 turns it off)")
+                f"load from there; {OPT_OUT}=0 turns it off{repaired})")
     if _opted_out(env):
         return f"compilation cache: off ({OPT_OUT}=0)"
     return f"compilation cache: off ({default_dir(env)} cannot be written)"

@@ -4,6 +4,7 @@ documented folder, read back by a second process, and never in the way."""
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import jax
@@ -30,13 +31,15 @@ print(compile_cache.describe())
 """
 
 
-def _run(tmp_path, **env):
+def _run(tmp_path, stderr: list | None = None, **env):
     environ = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     environ.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path),
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", **env)
     out = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True,
                          env=environ, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
+    if stderr is not None:
+        stderr.append(out.stderr)
     return out.stdout.splitlines()
 
 
@@ -71,12 +74,63 @@ def test_a_read_only_folder_leaves_the_cache_off_and_the_program_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_full_disk_only_costs_the_cache(tmp_path):
+def test_a_full_disk_only_costs_the_cache_and_the_next_start_repairs_it(tmp_path):
     with small_fs(tmp_path / "full", "256k") as disk:
-        (disk / "c4jax" / "jax").mkdir(parents=True)
+        folder = disk / "c4jax" / "jax"
+        folder.mkdir(parents=True)
         fill(disk)
         said, hits, _ = _run(disk)  # the program ran and exited 0: JAX only warned
-    assert said == f"on: {disk / 'c4jax' / 'jax'}" and hits == "hits 0"
+        assert said == f"on: {folder}" and hits == "hits 0"
+        # JAX created each entry, then could not write it: empty, and no access time.
+        cut = [p for p in folder.glob("*-cache") if p.stat().st_size == 0]
+        assert cut and not any(folder.glob("*-atime"))
+        (disk / "filler").unlink()  # space again
+        errors = []
+        said, hits, line = _run(disk, errors)
+        removed = f"removed {len(cut)} damaged entr{'y' if len(cut) == 1 else 'ies'}"
+        assert said == f"on: {folder}; {removed} cut short or corrupt"
+        assert line.endswith(f"{removed} cut short or corrupt)")
+        assert hits == "hits 0" and "Error" not in errors[0], errors[0][-2000:]
+        said, hits, _ = _run(disk, errors)  # written whole this time, and read back
+        assert said == f"on: {folder}" and "Error" not in errors[1], errors[1][-2000:]
+        assert int(hits.removeprefix("hits ")) >= 1
+
+
+def _entry(folder, name, data, *, atime=True):
+    (folder / f"{name}-cache").write_bytes(data)
+    if atime:
+        (folder / f"{name}-atime").write_bytes((1).to_bytes(8, "little"))
+
+
+def test_repair_removes_what_a_killed_write_cut_short_and_keeps_the_rest(tmp_path):
+    whole = zlib.compress(b"a compiled program" * 100)
+    _entry(tmp_path, "sound", whole)
+    _entry(tmp_path, "killed", whole[:len(whole) // 2], atime=False)  # killed mid-write
+    _entry(tmp_path, "read_after", whole[:10])  # a reader gave it an access time
+    _entry(tmp_path, "flipped", whole[:-1] + bytes([whole[-1] ^ 1]))  # a bad checksum
+    _entry(tmp_path, "unbounded", whole, atime=False)  # written while the cache was unbounded
+    assert compile_cache.repair(tmp_path, bounded=True) == 3
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert left == ["sound-atime", "sound-cache", "unbounded-atime", "unbounded-cache"]
+    # Only what is new since the last repair is read again: the check costs little.
+    old = tmp_path / "sound-cache"
+    old.write_bytes(whole[:5])
+    os.utime(old, ns=(0, 0))
+    assert compile_cache.repair(tmp_path, bounded=True) == 0 and old.exists()
+    _entry(tmp_path, "new", whole[:5])
+    assert compile_cache.repair(tmp_path, bounded=True) == 1
+    assert not (tmp_path / "new-cache").exists() and not (tmp_path / "new-atime").exists()
+
+
+def test_repair_of_an_unbounded_cache_writes_no_access_times(tmp_path):
+    whole = zlib.compress(b"x" * 1000)
+    _entry(tmp_path, "sound", whole, atime=False)
+    _entry(tmp_path, "cut", whole[:3], atime=False)
+    assert compile_cache.repair(tmp_path, bounded=False) == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "sound-cache"]
+    assert compile_cache.repair(tmp_path / "none", bounded=True) == 0  # no folder yet
+    assert compile_cache.repair("gs://bucket/jax", bounded=True) == 0  # not ours to read
 
 
 def test_a_folder_in_the_way_is_reported_not_raised(tmp_path):
