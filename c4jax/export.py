@@ -168,14 +168,12 @@ def _step(spec: str, run: str, step_text: str) -> int | None:
     None for ``best`` or none given (the loaders' default, the best checkpoint).
 
     Raises:
-        ValueError: not a whole number (``InputError``), or ``last`` of a directory
-            without checkpoints.
+        ValueError: not a whole number up to ``inputs.MAX_STEP`` (``InputError``), or
+            ``last`` of a directory without checkpoints.
     """
-    if step_text == registry.LAST:
-        return registry.newest_step(run)
-    if not step_text or step_text == registry.BEST:
-        return None
-    return inputs.parse_count(step_text, name=f"{spec}: STEP")
+    if not step_text or step_text in inputs.STEP_WORDS:
+        return registry.resolve_step(run, step_text or None)
+    return inputs.parse_count(step_text, name=f"{spec}: STEP", high=inputs.MAX_STEP)
 
 
 def _web(args: argparse.Namespace) -> int:

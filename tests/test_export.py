@@ -138,6 +138,8 @@ def test_bad_arguments_exit_2_without_a_traceback(tiny_run, tmp_path, capsys):
         assert "Traceback" not in err and err.count("\n") == 1, err[:500]
         if "²" in str(args[0]):
             assert "STEP: got '²', allowed: a whole number" in err
+        if args[0] == huge:  # a step no run reaches: refused before any checkpoint is read
+            assert "allowed: 0-1000000000" in err, err
 
 
 @pytest.mark.slow
