@@ -20,8 +20,8 @@ Not touched:
 
 * ``C4JAX_COMPILE_CACHE=0`` turns it off;
 * a cache the user chose (``JAX_COMPILATION_CACHE_DIR``, or
-  ``jax_compilation_cache_dir`` set in code) is kept, with its size bound
-  (repaired as below, but unlocked where it is unbounded, as JAX leaves it);
+  ``jax_compilation_cache_dir`` set in code) is kept, and so is its size bound
+  (it is repaired as below; JAX locks it only where it is bounded);
 * a folder that cannot be created or written leaves it off (``enable``
   returns why; the trainer's start-up line, ``describe``, says so), rather
   than failing: the cache only saves time. JAX itself only warns when an entry cannot be
@@ -148,9 +148,11 @@ def repair(folder, *, bounded: bool, lock_timeout: float = 10.0) -> int:
     """Removes the cache entries in ``folder`` that a killed write or a full disk cut short.
 
     Checks (decompresses) each entry written since the last repair of this folder
-    began, and each entry without an access-time file. Where ``bounded`` (JAX's
-    size bound is on), it holds JAX's lock on the folder, and gives a sound entry
-    without an access time the current time, which JAX's eviction needs. A
+    began. Where ``bounded`` (JAX's size bound is on), it also checks each entry
+    without an access-time file, gives a sound one the current time (JAX's
+    eviction needs it), and holds JAX's lock on the folder meanwhile. Without the
+    bound JAX takes no lock, so an entry another process is writing at that
+    moment may be taken for cut short and removed; it is compiled again. A
     folder it cannot lock or read is left as it is.
 
     Returns:
@@ -191,8 +193,8 @@ def _repair(folder: Path, bounded: bool) -> int:
     for entry in folder.glob(f"*{ENTRY}"):
         atime = entry.with_name(entry.name.removesuffix(ENTRY) + ATIME)
         has_atime = atime.exists()
-        if has_atime and entry.stat().st_mtime_ns < since:
-            continue
+        if (has_atime or not bounded) and entry.stat().st_mtime_ns < since:
+            continue  # checked before; an unbounded cache writes no access times
         if _decompresses(entry.read_bytes()) is False:
             entry.unlink(missing_ok=True)
             atime.unlink(missing_ok=True)

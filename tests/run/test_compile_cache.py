@@ -129,6 +129,12 @@ def test_repair_of_an_unbounded_cache_writes_no_access_times(tmp_path):
     assert compile_cache.repair(tmp_path, bounded=False) == 1
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
         "sound-cache"]
+    # Checked once: the next repair reads only what is new, as for a bounded cache.
+    (tmp_path / "sound-cache").write_bytes(whole[:3])
+    os.utime(tmp_path / "sound-cache", ns=(0, 0))
+    _entry(tmp_path, "new", whole[:3], atime=False)
+    assert compile_cache.repair(tmp_path, bounded=False) == 1
+    assert (tmp_path / "sound-cache").exists() and not (tmp_path / "new-cache").exists()
     assert compile_cache.repair(tmp_path / "none", bounded=True) == 0  # no folder yet
     assert compile_cache.repair("gs://bucket/jax", bounded=True) == 0  # not ours to read
 
