@@ -124,21 +124,16 @@ def _entries(n: int) -> str:
 
 
 def _decompresses(data: bytes) -> bool | None:
-    """Whether a cache entry's bytes decompress whole; None where this Python cannot tell."""
-    if data[:4] == ZSTD_MAGIC:
-        try:
-            from compression import zstd  # Python 3.14
-            decompress = zstd.decompress
-        except ImportError:
-            try:
-                import zstandard
-            except ImportError:
-                return None  # JAX could not read it either; it will say so
-            decompress = zstandard.ZstdDecompressor().decompress
-    else:
-        decompress = zlib.decompress
+    """Whether a cache entry's bytes decompress whole as this JAX reads them (zstd where
+    it has a zstd module, else zlib); None where that cannot be told."""
+    try:  # JAX's own reader: what it cannot decompress, it cannot load either
+        from jax._src.compilation_cache import decompress_executable
+    except ImportError:  # moved in some later jax: check the zlib entries alone
+        if data[:4] == ZSTD_MAGIC:
+            return None
+        decompress_executable = zlib.decompress
     try:
-        decompress(data)
+        decompress_executable(data)
     except Exception:  # each library has its own error type for a cut-short stream
         return False
     return True
