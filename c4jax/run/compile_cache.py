@@ -33,7 +33,8 @@ entry. JAX then warns on every later read of it, recompiles, and never writes it
 again, because the entry exists. With a bounded cache every later write fails
 as well, since JAX's eviction needs each entry's access time and a cut-short
 write has none. So ``enable`` first checks the entries written since it last
-looked (and any entry without an access time) by decompressing them. It removes
+looked (and, in a bounded cache, any entry without an access time) by
+decompressing them with JAX's own reader. It removes
 the ones that are cut short or corrupt, and gives a sound entry without an
 access time one. It holds JAX's own lock on the folder while it does this
 (where the cache is bounded, JAX locks it too). ``describe`` reports what it
@@ -116,11 +117,12 @@ def enable(environ=None, folder: Path | None = None) -> str:
 def _repair_note(folder) -> str:
     bounded = jax.config.jax_compilation_cache_max_size != -1
     _repaired[str(folder)] = removed = repair(folder, bounded=bounded)
-    return f"; removed {_entries(removed)} cut short or corrupt" if removed else ""
+    return _removed(removed)
 
 
-def _entries(n: int) -> str:
-    return f"{n} damaged entr{'y' if n == 1 else 'ies'}"
+def _removed(n: int | None) -> str:
+    """What enable() and describe() add when repair removed ``n`` entries ('' for none)."""
+    return f"; removed {n} damaged entr{'y' if n == 1 else 'ies'} cut short or corrupt" if n else ""
 
 
 def _decompresses(data: bytes) -> bool | None:
@@ -207,8 +209,7 @@ def describe(environ=None) -> str:
     env = os.environ if environ is None else environ
     folder = jax.config.jax_compilation_cache_dir
     if folder:
-        removed = _repaired.get(str(folder))
-        repaired = f"; removed {_entries(removed)} cut short or corrupt" if removed else ""
+        repaired = _removed(_repaired.get(str(folder)))
         return (f"compilation cache: {folder} (programs compiled before on this machine "
                 f"load from there; {OPT_OUT}=0 turns it off{repaired})")
     if _opted_out(env):
