@@ -20,6 +20,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -241,6 +242,14 @@ def time_envs(
     }
 
 
+def command_line(module: str, argv: list[str] | None = None) -> str:
+    """The command that measured a result, as a shell would take it back:
+    ``python -m module`` and ``argv`` (default ``sys.argv[1:]``) quoted with
+    ``shlex.join``, so an empty argument (``--train.time-budget ''``) or one with
+    spaces survives being pasted."""
+    return shlex.join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)])
+
+
 def device_info(packages: tuple[str, ...] = ("pgx",)) -> dict[str, Any]:
     """Where the numbers were taken: the device, the CPU's model (``cpu_model``: cloud
     VMs of one name differ twice in speed) and the versions of ``packages``."""
@@ -361,8 +370,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = {
         "device": info,
         "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
-        "command": "python -m bench.bench_env "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command_line("bench.bench_env", argv),
         "date": time.strftime("%Y-%m-%d"),
         "repeats": args.repeats,
         "seconds_per_call": args.seconds,

@@ -60,7 +60,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from bench import harness
+from bench import bench_env, harness
 from bench.reference_pgx import reference_pipeline, stub_apply
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         summary,
         device=info,
         load_average=(load_start, load_end),
-        command="python -m bench.bench_train " + " ".join(argv),
+        command=bench_env.command_line("bench.bench_train", argv),
         wall_s=time.perf_counter() - started,
         settings=settings,
     )

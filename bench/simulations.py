@@ -198,8 +198,7 @@ def main(argv=None) -> int:
             record = old
     record["device"] = {**bench_env.device_info(("mctx", "flax", "bitbully")),
                         "fast_cpu": xla_flags.fast_cpu_on()}
-    record["command"] = "python -m bench.simulations " + " ".join(
-        sys.argv[1:] if argv is None else argv)
+    record["command"] = bench_env.command_line("bench.simulations", argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     todo = [("network", n, f"{args.agent}@{n}") for n in _counts(args.sims)]
     todo += [("rollouts", n, f"mcts-{n}") for n in _counts(args.rollouts)]

@@ -100,8 +100,7 @@ def main(argv=None) -> int:
     if args.json:
         from bench import bench_env
 
-        result.update(config=args.config, command=" ".join(["python -m bench.startup",
-                                                             *(argv or sys.argv[1:])]),
+        result.update(config=args.config, command=bench_env.command_line("bench.startup", argv),
                       device={**bench_env.device_info(("mctx", "flax")),
                               "load_average_after": os.getloadavg()})
         args.json.parent.mkdir(parents=True, exist_ok=True)

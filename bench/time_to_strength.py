@@ -156,8 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     xla_flags.enable_fast_cpu()  # the command lines' code path, before the first device query
     checkpoints.quiet_orbax_logs()
     path = args.out.with_suffix(".json")
-    command = "python -m bench.time_to_strength " + " ".join(
-        sys.argv[1:] if argv is None else argv)
+    command = bench_env.command_line("bench.time_to_strength", argv)
     same = {"config": args.config, "workdir": str(args.workdir), "train_args": train_argv}
     record = json.loads(path.read_text()) if path.exists() else None
     if record is None or any(record.get(k) != v for k, v in same.items()):

@@ -1,5 +1,8 @@
 """The benchmark environment's machine description: two VMs that both call
-themselves "AMD EPYC" are told apart by family, model and vector extensions."""
+themselves "AMD EPYC" are told apart by family, model and vector extensions; the
+command a result records is one a shell takes back."""
+
+import shlex
 
 from bench import bench_env
 
@@ -40,3 +43,12 @@ def test_every_benchmark_record_names_the_cpu_model():
     info = bench_env.device_info(("mctx",))
     assert info["cpu_model"] == bench_env.cpu_model()
     assert info["cpu_count"] >= 1 and "mctx_version" in info
+
+
+def test_the_recorded_command_survives_being_pasted_into_a_shell():
+    """An empty argument (a time budget turned off) or one with spaces must come back
+    as the same argv, or the command in a result file repeats another run."""
+    argv = ["--workdir", "runs/a b", "--", "--train.time-budget", "", "--seed", "1"]
+    line = bench_env.command_line("bench.time_to_strength", argv)
+    assert line.startswith("python -m bench.time_to_strength ")
+    assert shlex.split(line) == ["python", "-m", "bench.time_to_strength", *argv]
