@@ -17,6 +17,11 @@ unvisited child as a draw (AlphaGo Zero's ``Q = 0``) rather than as a loss,
 so that every reply gets tried early; Gumbel completes Q-values with mctx's
 mixed value, without rescaling.
 
+A Gumbel search of a ply or two (no more simulations than moves it considers,
+as in the presets' 4 simulations over 7 moves) knows its leaves before it
+evaluates any: ``shallow`` evaluates them in one network call instead of
+mctx's one per simulation, the same search to float rounding.
+
 mctx masks illegal moves only at the root (``invalid_actions``); below it,
 ``recurrent_fn`` gives illegal moves a large negative finite prior logit. Should
 a search still try a full column there, the env scores it as a loss for the
@@ -36,6 +41,7 @@ import mctx
 from flax import struct
 
 from c4jax import env
+from c4jax.alphazero import shallow
 from c4jax.alphazero.config import SearchConfig
 from c4jax.alphazero.network import ApplyFn
 
@@ -201,6 +207,16 @@ def _children(tree: mctx.Tree) -> tuple[jax.Array, jax.Array, jax.Array]:
     return logits, value, expanded
 
 
+def _from_tree(out: mctx.PolicyOutput) -> shallow.Searched:
+    summary = out.search_tree.summary()
+    logits, value, expanded = _children(out.search_tree)
+    return shallow.Searched(
+        action=out.action.astype(jnp.int32), policy=out.action_weights,
+        root_value=summary.value, qvalues=summary.qvalues,
+        visit_counts=summary.visit_counts.astype(jnp.int32),
+        child_logits=logits, child_value=value, child_expanded=expanded)
+
+
 def _gumbel_scale(config: SearchConfig, state: env.State) -> float | jax.Array:
     """Self-play's root Gumbel noise scale: a float, or [B, 1] float32 that is 0
     from ``config.gumbel_noise_moves`` stones on (a game's best move from then on)."""
@@ -210,7 +226,8 @@ def _gumbel_scale(config: SearchConfig, state: env.State) -> float | jax.Array:
     return jnp.where(noisy, jnp.float32(config.gumbel_scale), 0.0)[:, None]
 
 
-def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
+def make_search(apply_fn: ApplyFn, config: SearchConfig, *, batched_leaves: bool = True
+                ) -> SearchFn:
     """Builds the search for self-play and evaluation.
 
     Args:
@@ -218,6 +235,9 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
             (logits [B, A] float32, value [B] float32)`` (``network.make_apply_fn``).
         config: the search hyperparameters; ``algorithm`` picks Gumbel MuZero
             (``gumbel``) or PUCT with root Dirichlet noise (``puct``).
+        batched_leaves: Gumbel searches of a ply or two evaluate their leaves
+            in one network call (``shallow``); False leaves every search to
+            mctx (the same search, slower: for benchmarks and tests).
 
     Returns:
         ``search_fn(variables, key, state, evaluation=False, root_eval=None) ->
@@ -236,6 +256,25 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
     recurrent_fn = make_recurrent_fn(apply_fn)
     evaluate = make_evaluate(apply_fn)
     num_simulations = int(config.num_simulations)
+    qtransform = functools.partial(
+        gumbel_qtransform, maxvisit_init=float(config.c_visit), value_scale=float(config.c_scale))
+
+    def gumbel_search(variables, key, state, logits, value, legal, gumbel_scale
+                      ) -> shallow.Searched:
+        """mctx's Gumbel MuZero over [B] roots."""
+        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
+        return _from_tree(mctx.gumbel_muzero_policy(
+            params=variables, rng_key=key, root=root, recurrent_fn=recurrent_fn,
+            num_simulations=num_simulations, invalid_actions=~legal, qtransform=qtransform,
+            max_num_considered_actions=int(config.max_num_considered_actions),
+            gumbel_scale=gumbel_scale))
+
+    shallow_search = None
+    if batched_leaves and config.algorithm == "gumbel":
+        shallow_search = shallow.make_shallow_gumbel(
+            recurrent_fn, gumbel_search, num_simulations=num_simulations,
+            max_num_considered_actions=int(config.max_num_considered_actions),
+            c_visit=float(config.c_visit), c_scale=float(config.c_scale))
 
     def search_fn(
         variables: Any,
@@ -268,28 +307,16 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                 action = _sample(action_key, policy, legal)
             root_value = value
         else:
-            root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
             if config.algorithm == "gumbel":
-                out = mctx.gumbel_muzero_policy(
-                    params=variables,
-                    rng_key=search_key,
-                    root=root,
-                    recurrent_fn=recurrent_fn,
-                    num_simulations=num_simulations,
-                    invalid_actions=~legal,
-                    qtransform=functools.partial(
-                        gumbel_qtransform,
-                        maxvisit_init=float(config.c_visit),
-                        value_scale=float(config.c_scale),
-                    ),
-                    max_num_considered_actions=int(config.max_num_considered_actions),
-                    gumbel_scale=0.0 if evaluation else _gumbel_scale(config, state),
-                )
-                policy = out.action_weights
-                action = out.action.astype(jnp.int32)
+                searched = (shallow_search or gumbel_search)(
+                    variables, search_key, state, logits, value, legal,
+                    0.0 if evaluation else _gumbel_scale(config, state))
+                policy = searched.policy
+                action = searched.action
                 if evaluation and config.evaluation_move == "policy":
                     action = _masked_argmax(policy, legal)
             else:  # puct
+                root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
                 out = mctx.muzero_policy(
                     params=variables,
                     rng_key=search_key,
@@ -309,12 +336,12 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig) -> SearchFn:
                 else:
                     explore = state.num_moves < config.temperature_moves
                     action = jnp.where(explore, _sample(action_key, policy, legal), best)
-            summary = out.search_tree.summary()
-            children = _children(out.search_tree)
-            root_value = summary.value
-            visited = summary.visit_counts > 0
-            qvalues = jnp.where(visited, summary.qvalues, root_value[:, None])
-            visit_counts = summary.visit_counts
+                searched = _from_tree(out)
+            children = (searched.child_logits, searched.child_value, searched.child_expanded)
+            root_value = searched.root_value
+            visited = searched.visit_counts > 0
+            qvalues = jnp.where(visited, searched.qvalues, root_value[:, None])
+            visit_counts = searched.visit_counts
             weights = jnp.where(legal, policy, 0.0)
             weights = weights / jnp.maximum(jnp.sum(weights, axis=-1, keepdims=True), 1e-9)
             policy_value = jnp.sum(weights * qvalues, axis=-1)

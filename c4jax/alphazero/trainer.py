@@ -90,7 +90,10 @@ class Trainer:
             slot order (as checkpoints keep it), and back; the identity when S = 1.
     """
 
-    def __init__(self, config: Config, mesh: Mesh | None = None):
+    def __init__(self, config: Config, mesh: Mesh | None = None, *,
+                 batched_leaves: bool = True):
+        """``batched_leaves``: ``search.make_search``'s (False leaves every search to
+        mctx, the same search, slower: for ``bench.bench_leaves``)."""
         self.config = config
         self.mesh = mesh if mesh is not None else make_mesh()
         # The K SGD steps run in a lax.scan. XLA:CPU computes JAX's convolution
@@ -100,7 +103,8 @@ class Trainer:
         on_cpu = self.mesh.devices.flat[0].platform == "cpu"
         self.network = network.make_network(config.network, loop_grads=on_cpu)
         self.apply_fn = network.make_apply_fn(self.network)
-        self.search_fn = search.make_search(self.apply_fn, config.search)
+        make_search = functools.partial(search.make_search, batched_leaves=batched_leaves)
+        self.search_fn = make_search(self.apply_fn, config.search)
         # The schedule's length is an argument of the step; the state's structure
         # does not depend on it (``init`` below).
         self.optimizer = learner.make_optimizer(
@@ -109,7 +113,7 @@ class Trainer:
         if config.train.opening_search_games:  # the games nearest their start search more
             selfplay_search = search.make_opening_search(
                 self.search_fn,
-                search.make_search(self.apply_fn, dataclasses.replace(
+                make_search(self.apply_fn, dataclasses.replace(
                     config.search, num_simulations=config.train.opening_search_simulations)),
                 games=config.train.opening_search_games,
             )
@@ -122,7 +126,7 @@ class Trainer:
             value_length_shaping=config.train.value_length_shaping,
             opening_targets=config.train.opening_targets,
             evaluate_fn=search.make_evaluate(self.apply_fn),
-            fast_search_fn=search.make_search(
+            fast_search_fn=make_search(
                 self.apply_fn,
                 dataclasses.replace(
                     config.search, num_simulations=config.train.fast_search_simulations
