@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import sys
@@ -31,6 +30,14 @@ from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 VARIANTS = ("batched", "mctx")
+DEFINITIONS = {
+    "<variant>.selfplay_s": "median wall time of one self-play chunk (B x T searched "
+    "positions, replay add included)",
+    "<variant>.sgd_s": "median wall time of one call of the preset's SGD steps",
+    "selfplay_speedup.medians": "mctx's median self-play time / batched's",
+    "selfplay_speedup.paired_median": "median over repeats of mctx's time / batched's "
+    "time in the same repeat",
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -115,26 +122,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{key} mctx / batched: {speedup['medians']:.3f} "
               f"(paired {speedup['paired_median']:.3f})")
 
-    record = {
-        "device": device,
-        "load_average": {"start": list(load_start), "end": list(load_end)},
-        "command": bench_env.command_line("bench.bench_leaves", argv),
-        "date": time.strftime("%Y-%m-%d"),
-        "wall_s": time.perf_counter() - started,
-        "settings": {"config": args.config, "repeats": args.repeats, "seed": args.seed,
-                     "blocks": n.num_blocks, "channels": n.channels,
-                     "simulations": config.search.num_simulations,
-                     "batch": t.selfplay_batch, "steps": t.selfplay_steps,
-                     "xla_flags": os.environ.get("XLA_FLAGS", "")},
-        "times_s": measured.times,
-        "cpu_times_s": measured.cpu_times,
-        "compile_s": measured.compile_s,
-        "summary": summary,
-    }
+    record = harness.result_record(
+        measured.as_dict(), summary, device=device, load_average=(load_start, load_end),
+        command=bench_env.command_line("bench.bench_leaves", argv),
+        wall_s=time.perf_counter() - started, definitions=DEFINITIONS,
+        settings={"config": args.config, "repeats": args.repeats, "seed": args.seed,
+                  "blocks": n.num_blocks, "channels": n.channels,
+                  "simulations": config.search.num_simulations,
+                  "batch": t.selfplay_batch, "steps": t.selfplay_steps,
+                  "xla_flags": os.environ.get("XLA_FLAGS", "")})
     out = args.out or RESULTS_DIR / f"leaves_{Path(args.config).stem}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {out}")
+    harness.write_result(out, record)
     return record
 
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -355,9 +354,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     suffix = "_as_shipped" if args.xla_paths == "as-shipped" else ""
     out = args.out or RESULTS_DIR / f"train_{info['platform']}{suffix}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    harness.write_result(out, result)
     return result
 
 

@@ -459,8 +459,10 @@ def result_record(
     command: str,
     wall_s: float,
     settings: dict[str, Any],
+    definitions: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The JSON results file: where and how it ran, the raw times and the summary."""
+    """The JSON results file: where and how it ran, the raw times and the summary
+    (``definitions`` of its figures: ``DEFINITIONS``, bench_train's, by default)."""
     return {
         "device": device,
         "load_average": {"start": list(load_average[0]), "end": list(load_average[1])},
@@ -468,9 +470,16 @@ def result_record(
         "date": time.strftime("%Y-%m-%d"),
         "wall_s": wall_s,
         "settings": settings,
-        "definitions": DEFINITIONS,
+        "definitions": DEFINITIONS if definitions is None else definitions,
         "compile_s": measured["compile_s"],
         "times_s": measured["times"],
         "cpu_times_s": measured["cpu_times"],
         "summary": summary,
     }
+
+
+def write_result(out: Path, record: dict[str, Any]) -> None:
+    """Writes the JSON results file ``out`` (its folder made if missing) and says so."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {out}")
