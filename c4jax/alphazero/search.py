@@ -208,6 +208,7 @@ def _children(tree: mctx.Tree) -> tuple[jax.Array, jax.Array, jax.Array]:
 
 
 def _from_tree(out: mctx.PolicyOutput) -> shallow.Searched:
+    """The root of an mctx search's tree, as the shallow search reports its own."""
     summary = out.search_tree.summary()
     logits, value, expanded = _children(out.search_tree)
     return shallow.Searched(

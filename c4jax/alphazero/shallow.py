@@ -305,8 +305,6 @@ def make_shallow_gumbel(
                 root_value=root.value, qvalues=root.qvalues, visit_counts=root.visits,
                 child_logits=root.child_logits, child_value=root.child_value,
                 child_expanded=root.visits > 0)
-            if subset >= batch:  # no room for a subset: deeper games go to ``everything``
-                return out
 
             def with_mctx():
                 index, mine = gathered(deeper)
@@ -322,8 +320,6 @@ def make_shallow_gumbel(
             return mctx_search(variables, key, state, logits, value, legal, gumbel_scale)
 
         fits = (jnp.sum(second) <= subset) & (jnp.sum(deeper) <= subset)
-        if subset >= batch:
-            fits = fits & ~jnp.any(deeper)
         return jax.lax.cond(fits, shallow, everything)
 
     return search
