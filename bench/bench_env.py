@@ -260,11 +260,21 @@ def device_info(packages: tuple[str, ...] = ("pgx",)) -> dict[str, Any]:
         "num_devices": jax.device_count(),
         "jax_version": jax.__version__,
         "cpu_count": os.cpu_count(),
+        "usable_cpus": usable_cpus(),
         "cpu_model": cpu_model(),
         "machine": platform.machine(),
         "python": platform.python_version(),
         **{f"{name}_version": _version(name) for name in packages},
     }
+
+
+def usable_cpus() -> int | None:
+    """The CPUs this process may run on (fewer than ``cpu_count`` under ``taskset``);
+    None where the system does not say."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
 
 
 def cpu_model(cpuinfo: str | None = None) -> str | None:

@@ -8,6 +8,13 @@ For each batch size B the benchmark times, alternating and after a warm-up:
   BatchNorm with the running statistics): what folding saves;
 * **train**: the gradient of the training loss (BatchNorm in training mode,
   policy cross-entropy + value MSE), what one SGD step spends on the network;
+* **train forward**: that loss alone, without its gradient: the forward part
+  of ``train`` (the rest is the backward pass);
+* **conv**, **conv input grad**, **conv weight grad**: one of the residual
+  tower's 3x3 convolutions (``[B, 6, 7, C] -> [B, 6, 7, C]``) and each of its two
+  gradients as the SGD steps compute them on a CPU (``c4jax.alphazero.conv``),
+  each inside a ``lax.fori_loop`` of ``CONV_LOOP`` calls as the SGD steps run
+  them in a ``lax.scan`` (the figures are per call);
 * **im2col matmul**: one ``[B x 42, 9C] x [9C, C]`` float32 product, the
   arithmetic of one 3x3 convolution written as a single matmul;
 * **2048^3 matmul**: a large square product, near the machine's peak.
@@ -27,6 +34,7 @@ Usage::
 
     JAX_PLATFORMS=cpu python -m bench.bench_network                  # cpu preset's 3x32
     JAX_PLATFORMS=cpu python -m bench.bench_network --config strong  # 5x48
+    JAX_PLATFORMS=cpu taskset -c 0 python -m bench.bench_network --batches 128,256,1024  # one core
     python -m bench.bench_network --config tiny --batches 8 --repeats 1 --out /tmp/n.json
 """
 
@@ -42,6 +50,7 @@ import time
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+CONV_LOOP = 20  # calls of one convolution (or gradient) a timed program
 
 
 def flops_of(jitted, *args) -> float:
@@ -76,6 +85,9 @@ def make_cases(network_config, batch: int, seed: int = 0) -> dict:
         return total, updates
 
     c = network_config.channels
+    x = jax.random.normal(keys[0], (batch, 6, 7, c))
+    kernel = jax.random.normal(keys[1], (3, 3, c, c)) * 0.1
+    dy = jax.random.normal(keys[2], (batch, 6, 7, c))
     a = jax.random.normal(keys[3], (batch * 42, 9 * c))
     b = jax.random.normal(keys[3], (9 * c, c))
     big = jax.random.normal(keys[3], (2048, 2048))
@@ -85,9 +97,46 @@ def make_cases(network_config, batch: int, seed: int = 0) -> dict:
         "forward_module": (jax.jit(lambda v, x: net.apply(v, x, train=False)), (variables, obs)),
         "train": (jax.jit(jax.grad(loss, has_aux=True)),
                   (variables["params"], variables["batch_stats"])),
+        "train_forward": (jax.jit(loss), (variables["params"], variables["batch_stats"])),
+        **conv_cases(x, kernel, dy),
         "im2col_matmul": (matmul, (a, b)),
         "matmul_2048": (matmul, (big, big)),
     }
+
+
+def conv_forward(x, kernel):
+    """[B, H, W, C] 'SAME' 3x3 convolution with the gradients c4jax trains with on a CPU."""
+    from c4jax.alphazero import conv
+
+    return conv.conv2d(x, kernel, ((1, 1), (1, 1)))
+
+
+def conv_cases(x, kernel, dy) -> dict:
+    """``name -> (jitted, args)``: one 3x3 'SAME' convolution of ``x`` [B, H, W, C] by
+    ``kernel`` [3, 3, C, C] and its input and weight gradients for the output
+    gradient ``dy`` [B, H, W, C], each ``CONV_LOOP`` times in a ``lax.fori_loop``
+    whose carry changes every call (so XLA cannot hoist the work out of the loop).
+    A program's figures (time and FLOPs) are divided by ``CONV_LOOP`` in ``measure``."""
+    import jax
+    import jax.numpy as jnp
+
+    ops = {
+        "conv": lambda x, w, dy: conv_forward(x, w),
+        "conv_input_grad": lambda x, w, dy: jax.vjp(lambda x: conv_forward(x, w), x)[1](dy)[0],
+        "conv_weight_grad": lambda x, w, dy: jax.vjp(lambda w: conv_forward(x, w), w)[1](dy)[0],
+    }
+
+    def looped(op):
+        def program(x, w, dy):
+            def body(_, carry):
+                x, w, dy, total = carry
+                s = jnp.sum(op(x, w, dy))
+                # every input changes with the last result: nothing is loop-invariant
+                return x + 1e-9 * s, w + 1e-9 * s, dy - 1e-9 * s, total + s
+            return jax.lax.fori_loop(0, CONV_LOOP, body, (x, w, dy, jnp.float32(0)))[3]
+        return jax.jit(program)
+
+    return {name: (looped(op), (x, kernel, dy)) for name, op in ops.items()}
 
 
 def time_cases(cases: dict, repeats: int) -> dict:
@@ -110,13 +159,19 @@ def time_cases(cases: dict, repeats: int) -> dict:
 
 def measure(network_config, batch: int, repeats: int) -> dict:
     """One row: seconds, XLA FLOPs and GFLOP/s of each case at batch ``batch``."""
+    import jax
+
     cases = make_cases(network_config, batch)
     seconds = time_cases(cases, repeats)
     row = {"batch": batch}
     for name, (fn, args) in cases.items():
-        flops = flops_of(fn, *args)
-        row[name] = {"seconds": seconds[name], "flops": flops,
-                     "gflops_per_s": flops / seconds[name] / 1e9}
+        if name.startswith("conv"):  # per call; each gradient does the forward's arithmetic
+            per_call = seconds[name] / CONV_LOOP
+            flops = flops_of(jax.jit(conv_forward), *args[:2])
+        else:
+            per_call, flops = seconds[name], flops_of(fn, *args)
+        row[name] = {"seconds": per_call, "flops": flops,
+                     "gflops_per_s": flops / per_call / 1e9}
     return row
 
 
@@ -135,6 +190,22 @@ def table(rows: list[dict]) -> str:
             f"| {t['seconds'] * 1e3:.1f} | {t['gflops_per_s']:.1f} | {m['gflops_per_s']:.1f} "
             f"| {big['gflops_per_s']:.1f} | {f['gflops_per_s'] / m['gflops_per_s']:.2f} |"
         )
+    return "\n".join(lines)
+
+
+def training_table(rows: list[dict]) -> str:
+    """Markdown table of where ``measure`` rows' training step goes: its forward and
+    backward parts, and one convolution with each of its gradients."""
+    lines = ["| B | train ms | train forward ms | backward ms | conv ms | conv GFLOP/s "
+             "| input grad ms | input grad GFLOP/s | weight grad ms | weight grad GFLOP/s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        train, forward = r["train"]["seconds"], r["train_forward"]["seconds"]
+        cells = [f"{r['batch']}", f"{train * 1e3:.1f}", f"{forward * 1e3:.1f}",
+                 f"{(train - forward) * 1e3:.1f}"]
+        for case in ("conv", "conv_input_grad", "conv_weight_grad"):
+            cells += [f"{r[case]['seconds'] * 1e3:.2f}", f"{r[case]['gflops_per_s']:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -170,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"B = {batch} ...", flush=True)
         rows.append(measure(network_config, batch, args.repeats))
     print(table(rows))
+    print()
+    print(training_table(rows))
     meta = {"config": args.config, "network": dataclasses.asdict(network_config),
             "repeats": args.repeats, "device": bench_env.device_info(("flax",)),
             "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),

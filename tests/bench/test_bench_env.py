@@ -43,6 +43,9 @@ def test_every_benchmark_record_names_the_cpu_model():
     info = bench_env.device_info(("mctx",))
     assert info["cpu_model"] == bench_env.cpu_model()
     assert info["cpu_count"] >= 1 and "mctx_version" in info
+    # the CPUs the process may use (taskset pins a benchmark to fewer)
+    assert info["usable_cpus"] == len(bench_env.os.sched_getaffinity(0))
+    assert 1 <= info["usable_cpus"] <= info["cpu_count"]
 
 
 def test_the_recorded_command_survives_being_pasted_into_a_shell():
