@@ -43,13 +43,15 @@ def test_a_row_times_the_network_and_the_matmuls_of_its_size():
         assert r["gflops_per_s"] == pytest.approx(r["flops"] / r["seconds"] / 1e9)
 
 
-def test_the_table_shows_each_rate_and_the_distance_to_the_matmul():
-    def case(ms, gflops):
-        return {"seconds": ms / 1e3, "gflops_per_s": gflops, "flops": 0}
+def _timed(ms, gflops):
+    """A case of a ``measure`` row that took ``ms`` milliseconds at ``gflops`` GFLOP/s."""
+    return {"seconds": ms / 1e3, "gflops_per_s": gflops, "flops": 0}
 
-    row = {"batch": 256, "forward": case(20.0, 50.0), "forward_module": case(22.0, 47.0),
-           "train": case(70.0, 40.0), "im2col_matmul": case(2.0, 100.0),
-           "matmul_2048": case(140.0, 120.0)}
+
+def test_the_table_shows_each_rate_and_the_distance_to_the_matmul():
+    row = {"batch": 256, "forward": _timed(20.0, 50.0), "forward_module": _timed(22.0, 47.0),
+           "train": _timed(70.0, 40.0), "im2col_matmul": _timed(2.0, 100.0),
+           "matmul_2048": _timed(140.0, 120.0)}
     assert "| 256 | 20.0 | 50.0 | 22.0 | 47.0 | 70.0 | 40.0 | 100.0 | 120.0 | 0.50 |" in \
         bench_network.table([row])
 
@@ -77,12 +79,9 @@ def test_the_convolution_programs_compute_the_convolution_and_its_gradients():
 
 
 def test_the_training_table_splits_the_step_and_rates_each_convolution():
-    def case(ms, gflops):
-        return {"seconds": ms / 1e3, "gflops_per_s": gflops, "flops": 0}
-
-    row = {"batch": 128, "train": case(30.0, 50.0), "train_forward": case(12.0, 40.0),
-           "conv": case(1.0, 100.0), "conv_input_grad": case(0.9, 105.0),
-           "conv_weight_grad": case(1.3, 75.0)}
+    row = {"batch": 128, "train": _timed(30.0, 50.0), "train_forward": _timed(12.0, 40.0),
+           "conv": _timed(1.0, 100.0), "conv_input_grad": _timed(0.9, 105.0),
+           "conv_weight_grad": _timed(1.3, 75.0)}
     assert ("| 128 | 30.0 | 12.0 | 18.0 | 1.00 | 100.0 | 0.90 | 105.0 | 1.30 | 75.0 |"
             in bench_network.training_table([row]))
 
