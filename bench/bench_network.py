@@ -116,7 +116,9 @@ def conv_cases(x, kernel, dy) -> dict:
     ``kernel`` [3, 3, C, C] and its input and weight gradients for the output
     gradient ``dy`` [B, H, W, C], each ``CONV_LOOP`` times in a ``lax.fori_loop``
     whose carry changes every call (so XLA cannot hoist the work out of the loop).
-    A program's figures (time and FLOPs) are divided by ``CONV_LOOP`` in ``measure``."""
+    ``measure`` divides a program's time by ``CONV_LOOP`` (the loop's bookkeeping,
+    a sum and three elementwise updates a call, included) and counts the FLOPs of
+    one forward convolution for each (a gradient does the same arithmetic)."""
     import jax
     import jax.numpy as jnp
 
