@@ -85,9 +85,10 @@ def make_cases(network_config, batch: int, seed: int = 0) -> dict:
         return total, updates
 
     c = network_config.channels
-    x = jax.random.normal(keys[0], (batch, 6, 7, c))
-    kernel = jax.random.normal(keys[1], (3, 3, c, c)) * 0.1
-    dy = jax.random.normal(keys[2], (batch, 6, 7, c))
+    conv_keys = jax.random.split(jax.random.key(seed + 2), 3)  # the network's keys stay its own
+    x = jax.random.normal(conv_keys[0], (batch, 6, 7, c))
+    kernel = jax.random.normal(conv_keys[1], (3, 3, c, c)) * 0.1
+    dy = jax.random.normal(conv_keys[2], (batch, 6, 7, c))
     a = jax.random.normal(keys[3], (batch * 42, 9 * c))
     b = jax.random.normal(keys[3], (9 * c, c))
     big = jax.random.normal(keys[3], (2048, 2048))
@@ -165,11 +166,12 @@ def measure(network_config, batch: int, repeats: int) -> dict:
 
     cases = make_cases(network_config, batch)
     seconds = time_cases(cases, repeats)
+    _, (x, kernel, _) = cases["conv"]
+    conv_flops = flops_of(jax.jit(conv_forward), x, kernel)  # a gradient does the same
     row = {"batch": batch}
     for name, (fn, args) in cases.items():
-        if name.startswith("conv"):  # per call; each gradient does the forward's arithmetic
-            per_call = seconds[name] / CONV_LOOP
-            flops = flops_of(jax.jit(conv_forward), *args[:2])
+        if name.startswith("conv"):  # per call of the loop
+            per_call, flops = seconds[name] / CONV_LOOP, conv_flops
         else:
             per_call, flops = seconds[name], flops_of(fn, *args)
         row[name] = {"seconds": per_call, "flops": flops,
