@@ -11,7 +11,10 @@
 directory a trainer may use is a missing or empty one, a run, or one holding
 only what a trainer creates before its ``config.json`` (the lock, an empty
 ``checkpoints/``); ``check_ours`` refuses any other, so that a ``--workdir``
-typed wrong never has its ``config.json`` or ``metrics.jsonl`` rewritten.
+typed wrong never has its ``config.json`` or ``metrics.jsonl`` rewritten. An
+exported network's folder (``c4jax.export network``, the shipped ``pretrained``)
+has a c4jax ``config.json`` too, and is refused as well: rewriting that file
+would break the folder's checksums.
 
 Only the standard library (and ``c4jax.store.outputs``, which needs no more): a
 command line can check its paths before JAX loads.
@@ -32,6 +35,10 @@ from pathlib import Path
 from c4jax.store import outputs
 
 LOCK_FILE = ".lock"  # holds "pid host start-time" of the trainer using the directory
+# The file that marks an exported network's folder (``c4jax.store.exported.VARIABLES_FILE``;
+# named again here so that this module needs no JAX): such a folder also has a
+# c4jax config.json, but it is an agent, not a run to train on.
+EXPORTED_VARIABLES = "variables.msgpack"
 # Files whose modification time says when a run was last active.
 _ACTIVITY = ("metrics.jsonl", "config.json", "checkpoints")
 
@@ -116,7 +123,8 @@ def newest_run(runs_dir: Path) -> Path:
     Raises:
         ValueError: there is none.
     """
-    runs = [p for p in Path(runs_dir).glob("*") if (p / "config.json").is_file()]
+    runs = [p for p in Path(runs_dir).glob("*")
+            if (p / "config.json").is_file() and not (p / EXPORTED_VARIABLES).is_file()]
     if not runs:
         raise ValueError(f"--resume: no run directory with a config.json under {runs_dir}/")
     return max(runs, key=last_active)
@@ -138,6 +146,13 @@ def check_ours(workdir: Path, not_a_config: Callable[[Path], str | None],
     if not workdir.is_dir():
         return  # missing (created later), or a file (prepare names it)
     config = workdir / "config.json"
+    if (workdir / EXPORTED_VARIABLES).is_file():
+        raise ValueError(
+            f"{flag} {workdir}: an exported network ({EXPORTED_VARIABLES}), not a run "
+            "directory; training would start from a new network and rewrite its config.json, "
+            "so that it no longer loads. Give a new or empty directory, or add "
+            "--force-workdir to use this one anyway"
+        )
     if config.is_file():
         problem = not_a_config(config)
         if problem is None:

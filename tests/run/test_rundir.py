@@ -129,6 +129,10 @@ def test_newest_run_is_the_one_written_last_not_the_last_name(tmp_path):
     os.utime(tmp_path / "b-older" / "config.json", (old, old))
     os.utime(tmp_path / "a-newer" / "config.json", (old - 60, old - 60))
     assert rundir.newest_run(tmp_path).name == "a-newer"  # its metrics.jsonl is fresh
+    (tmp_path / "d-exported").mkdir()  # the newest folder, but a network, not a run
+    (tmp_path / "d-exported" / "config.json").write_text("{}")
+    (tmp_path / "d-exported" / rundir.EXPORTED_VARIABLES).write_bytes(b"")
+    assert rundir.newest_run(tmp_path).name == "a-newer"
     with pytest.raises(ValueError, match="no run directory with a config.json"):
         rundir.newest_run(tmp_path / "c-no-config")
 
@@ -150,6 +154,23 @@ def test_check_ours_accepts_a_new_an_empty_or_a_started_directory_and_a_run(tmp_
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "config.json").write_text('{"train": {}}')
     rundir.check_ours(tmp_path, _not_a_config)  # a run, with the user's notes beside it
+
+
+def test_check_ours_refuses_an_exported_network_though_its_config_is_ours(tmp_path):
+    (tmp_path / "config.json").write_text('{"train": {}}')
+    (tmp_path / rundir.EXPORTED_VARIABLES).write_bytes(b"weights")
+    with pytest.raises(ValueError) as refused:
+        rundir.check_ours(tmp_path, _not_a_config)
+    message = str(refused.value)
+    assert message.startswith(f"--workdir {tmp_path}: an exported network "
+                              f"({rundir.EXPORTED_VARIABLES}), not a run directory")
+    assert "--force-workdir" in message and "\n" not in message
+
+
+def test_the_exported_network_s_file_name_is_the_exporter_s():
+    from c4jax.store import exported  # imports JAX, which rundir must not
+
+    assert rundir.EXPORTED_VARIABLES == exported.VARIABLES_FILE
 
 
 def test_check_ours_refuses_someone_else_s_files_naming_why_and_the_way_out(tmp_path):
