@@ -55,7 +55,7 @@ MAX_OPENINGS = 20  # --openings: random plies before the agents take over
 MAX_BATCH_SIZE = 16_384  # --batch-size: games or positions at once (memory grows with it)
 MAX_BOOTSTRAP = 100_000  # --bootstrap: resamples (each refits every rating)
 MAX_POSITIONS = 1_000_000  # --positions: the first N of each set (a set has about 1000)
-MAX_SEED = 2**32 - 1  # --seed: a 32-bit PRNG seed
+MAX_SEED = inputs.MAX_SEED  # --seed: a 32-bit PRNG seed
 
 
 _NOT_SAVED = "; the results are printed above, not saved"

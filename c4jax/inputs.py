@@ -29,6 +29,9 @@ from collections.abc import Callable
 # killer stops it (memory grows with the number of simulations).
 MAX_SIMULATIONS = 4096
 MAX_STEP = 10**9  # the largest checkpoint step (iteration) a user may name
+# The largest PRNG seed: JAX keeps a seed's low 32 bits (2**32 gives seed 0's key, -1
+# that of 2**32 - 1), so a larger or negative seed would repeat another run silently.
+MAX_SEED = 2**32 - 1
 
 _ASCII_DIGITS = frozenset("0123456789")
 STEP_WORDS = ("last", "best")  # a checkpoint named by a word, not by its step

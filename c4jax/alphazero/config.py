@@ -19,6 +19,7 @@ from typing import Any, Literal
 from c4jax import inputs, schema
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"  # top-level configs/ links here
+MAX_SGD_STEPS = 2**31 - 1  # a run's SGD steps: the learning-rate schedule counts them in int32
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class SearchConfig:
 class TrainConfig:
     """Self-play, replay and learning."""
 
-    num_iterations: int = schema.field(100, ge=1)
+    num_iterations: int = schema.field(100, ge=1, le=inputs.MAX_STEP)
     """Fused iterations (self-play chunk + SGD steps) to run; with a time_budget, the most."""
     time_budget: str = schema.field(
         "", rule=lambda s: s == "" or inputs.is_duration(s),
@@ -213,7 +214,7 @@ class EvalConfig(schema.EvalBase):
 class Config:
     """A whole run."""
 
-    seed: int = 0
+    seed: int = schema.field(0, ge=0, le=inputs.MAX_SEED)
     """Seed of the one root PRNG key."""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
@@ -271,6 +272,9 @@ def validate(config: Config, num_devices: int = 1) -> Config:
           "and train.opening_targets 'drop')", t.surprise_starts)
     check(config.network.global_pool <= config.network.channels, "network.global_pool",
           f"0..network.channels ({config.network.channels})", config.network.global_pool)
+    check(t.num_iterations * t.sgd_steps <= MAX_SGD_STEPS, "train.num_iterations",
+          f"at most {MAX_SGD_STEPS // t.sgd_steps} with train.sgd_steps {t.sgd_steps} "
+          f"(the run's SGD steps, at most {MAX_SGD_STEPS})", t.num_iterations)
     check(t.opening_search_games <= t.selfplay_batch, "train.opening_search_games",
           f"0..train.selfplay_batch ({t.selfplay_batch})", t.opening_search_games)
     # Settings of an option that is off: refused unless left at their defaults.

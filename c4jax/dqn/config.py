@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from c4jax import schema
+from c4jax import inputs, schema
 from c4jax.schema import check
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs" / "dqn"
@@ -105,7 +105,7 @@ class DQNConfig:
 
     algorithm: Literal["dqn"] = ALGORITHM
     """Marks the run as value-based (fixed)."""
-    seed: int = 0
+    seed: int = schema.field(0, ge=0, le=inputs.MAX_SEED)
     """Seed of the one root PRNG key."""
     model: ModelConfig = field(default_factory=ModelConfig)
     train: DQNTrainConfig = field(default_factory=DQNTrainConfig)

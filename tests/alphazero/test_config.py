@@ -233,6 +233,30 @@ def test_top_level_fields_are_checked():
     for name in ("checkpoint_every", "keep_checkpoints"):
         with pytest.raises(ValueError, match=f"config field {name}: got 0"):
             config_lib.validate(dataclasses.replace(cfg, **{name: 0}))
+    # JAX keeps a seed's low 32 bits: 2**32 would silently rerun seed 0, -1 seed 2**32 - 1.
+    for seed in (2**32, -1, 2**63):
+        with pytest.raises(ValueError) as err:
+            config_lib.validate(dataclasses.replace(cfg, seed=seed))
+        assert str(err.value) == (f"config field seed: got {seed!r}, "
+                                  "allowed: an integer in 0..4294967295")
+    config_lib.validate(dataclasses.replace(cfg, seed=2**32 - 1))
+
+
+def test_a_run_longer_than_the_schedule_can_count_is_refused():
+    """The learning-rate schedule counts SGD steps in int32: a longer run would wrap
+    around and train at the schedule's floor without a word."""
+    cfg = config_lib.load("cpu")  # 64 SGD steps an iteration
+    fits = (2**31 - 1) // 64
+    config_lib.validate(dataclasses.replace(
+        cfg, train=dataclasses.replace(cfg.train, num_iterations=fits)))
+    with pytest.raises(ValueError) as err:
+        config_lib.validate(dataclasses.replace(
+            cfg, train=dataclasses.replace(cfg.train, num_iterations=fits + 1)))
+    assert str(err.value).startswith(f"config field train.num_iterations: got {fits + 1}, "
+                                     f"allowed: at most {fits} with train.sgd_steps 64")
+    with pytest.raises(ValueError, match=r"train\.num_iterations: got 1000000001"):
+        config_lib.validate(dataclasses.replace(
+            cfg, train=dataclasses.replace(cfg.train, num_iterations=10**9 + 1, sgd_steps=1)))
 
 
 def test_evaluation_shares_its_base_with_the_value_based_engine():

@@ -104,6 +104,9 @@ def test_rules_across_fields():
     for name in ("checkpoint_every", "keep_checkpoints"):
         with pytest.raises(ValueError, match=f"config field {name}: got 0"):
             dqn_config.validate(dataclasses.replace(cfg, **{name: 0}))
+    with pytest.raises(ValueError, match=r"config field seed: got 4294967296, allowed: "
+                                         r"an integer in 0\.\.4294967295"):
+        dqn_config.validate(dataclasses.replace(cfg, seed=2**32))
 
 
 def test_hidden_sizes():
