@@ -279,6 +279,12 @@ def load(path_or_name: str, *, cls: type, preset_dir: Path) -> Any:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"--config {path}: not valid JSON ({err})") from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"--config {path}: not a text file (a config is JSON text, "
+                         f"UTF-8: {err.reason} at byte {err.start})") from err
+    except OSError as err:
+        raise ValueError(f"--config {path}: cannot be read "
+                         f"({err.strerror or type(err).__name__})") from err
     return from_dict(data, cls)
 
 

@@ -148,6 +148,26 @@ def test_load_save_and_presets(tmp_path):
         schema.load("missing", cls=Toy, preset_dir=tmp_path)
 
 
+def test_a_config_file_that_cannot_be_read_as_text_is_one_line_naming_it(tmp_path,
+                                                                          monkeypatch):
+    binary = tmp_path / "model.json"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n")  # not UTF-8: a ValueError, but not ours
+    with pytest.raises(ValueError) as refused:
+        schema.load(str(binary), cls=Toy, preset_dir=tmp_path)
+    assert str(refused.value) == (f"--config {binary}: not a text file (a config is JSON "
+                                  "text, UTF-8: invalid start byte at byte 0)")
+    locked = tmp_path / "locked.json"
+    locked.write_text("{}")
+
+    def refuse(self, *args, **kwargs):  # as chmod 000 would, for a user who is not root
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(type(locked), "read_text", refuse)
+    with pytest.raises(ValueError) as refused:  # the commands print a ValueError as one line
+        schema.load(str(locked), cls=Toy, preset_dir=tmp_path)
+    assert str(refused.value) == f"--config {locked}: cannot be read (Permission denied)"
+
+
 def test_check_unchanged_names_each_differing_field():
     stored, requested = Toy(), Toy(inner=Inner(size=5), steps=4)
     schema.check_unchanged(stored, Toy(), ("inner.size", "steps"))
