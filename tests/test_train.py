@@ -138,6 +138,31 @@ def test_incompatible_checkpoint_is_rejected_naming_the_field(uninterrupted):
 
 
 @pytest.mark.slow
+def test_gating_turned_on_at_a_resume_starts_from_the_trained_network(uninterrupted, tmp_path):
+    """Without gating the state's best network stays the first one; a resume that turns
+    gating on must self-play with the network trained so far, not with that one."""
+    workdir, full = uninterrupted
+    run = tmp_path / "run"
+    shutil.copytree(workdir, run)
+    cfg = _tiny(num_iterations=5)
+    cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, gating=0.55,
+                                                           gating_games=2))
+    seen = []
+
+    def record(state, done):
+        seen.append((done, _leaves(state.best), _leaves(trainer.Trainer.variables(state))))
+        return state
+
+    train_alphazero.train_and_evaluate(cfg, run, progress=False, corrupt=record)
+    (done, best, trained), = seen
+    assert done == 4
+    first = _leaves(full["state"].best)  # the network of iteration 0, never promoted
+    assert any(not np.array_equal(a, b) for a, b in zip(first, trained, strict=True))
+    for a, b in zip(best, trained, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
 def test_rerunning_a_finished_run_directory_uses_its_config(uninterrupted):
     workdir, _ = uninterrupted
     call = train.parse_args(["--workdir", str(workdir)])
@@ -551,6 +576,16 @@ def test_a_budget_that_fits_every_iteration_trains_as_without_one(uninterrupted,
         np.testing.assert_array_equal(a, b)
     stored = json.loads((tmp_path / "config.json").read_text())["train"]
     assert (stored["time_budget"], stored["num_iterations"]) == ("1h", 4)
+    # Finished: a larger count does nothing under the budget, and the message says
+    # what does (not "raise it", which the user just did).
+    again = train_alphazero.train_and_evaluate(_tiny(time_budget="1h", num_iterations=8),
+                                               tmp_path, progress="lines")
+    out = capsys.readouterr().out
+    assert again["done"] == 0 and "raise it to train on" not in out
+    assert "has done 4 iterations, the 4 its time budget (1h) chose; to train on, give " \
+           "--train.time-budget '' and a larger --train.num-iterations" in out
+    more = train_alphazero.train_and_evaluate(_tiny(num_iterations=5), tmp_path, progress=False)
+    assert (more["done"], more["step"]) == (1, 5)  # as the message said
 
 
 @pytest.mark.slow

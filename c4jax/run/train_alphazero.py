@@ -87,10 +87,7 @@ def check_resumable(stored, requested, workdir: Path, fields: tuple[str, ...],
     def values(config) -> str:
         return ", ".join(f"{n} {config_lib.field_value(config, n)!r}" for n in changed)
 
-    flags = " ".join(
-        f"--{n.replace('_', '-')} {shlex.quote(str(config_lib.field_value(stored, n)))}"
-        for n in changed
-    )
+    flags = " ".join(_flag(n, config_lib.field_value(stored, n)) for n in changed)
     raise ValueError(
         f"{path} says {values(requested)}, but the checkpoints in {path.parent / 'checkpoints'} "
         f"were trained with {values(stored)} (config.json was edited since); a run cannot "
@@ -100,12 +97,26 @@ def check_resumable(stored, requested, workdir: Path, fields: tuple[str, ...],
     )
 
 
+def _flag(dotted: str, value) -> str:
+    """The command-line words that set field ``dotted`` to ``value`` (a boolean is a
+    flag pair taking no value: ``--network.opponent-head``, ``--network.no-opponent-head``)."""
+    section, _, name = dotted.rpartition(".")
+    if isinstance(value, bool):
+        name = name if value else f"no-{name}"
+        return "--" + (f"{section}.{name}" if section else name).replace("_", "-")
+    return f"--{dotted.replace('_', '-')} {shlex.quote(str(value))}"
+
+
 def _resume_hint(workdir: Path) -> str:
     return f"python -m c4jax.train --workdir {workdir}"
 
 
 def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
-    """The newest good checkpoint's state and step, or (None, 0) for a new run."""
+    """The newest good checkpoint's state and step, or (None, 0) for a new run.
+
+    A run resumed with ``eval.gating`` on that trained without it starts gating from
+    the network it has trained (the state's best network had not followed it).
+    """
     mover = jax.process_index() == 0  # one process moves damaged checkpoints aside
     resumed = checkpoints.restore_latest_good(
         manager,
@@ -116,7 +127,12 @@ def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
     )
     if resumed is None:
         return None, 0
-    return run.from_checkpoint(resumed.state), resumed.step
+    state = run.from_checkpoint(resumed.state)
+    if config.eval.gating and not resumed.config.eval.gating:
+        # Without gating nothing kept the best network up to date (it is still the
+        # first one): the network trained so far is the one self-play starts from.
+        state = run.promote(state)
+    return state, resumed.step
 
 
 def train_and_evaluate(
@@ -187,8 +203,14 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
                "state": state, "done": 0, "interrupted": False}
     if step >= total and state is not None:
         manager.close()
-        say(f"nothing to do: {workdir} has done {step} iterations and "
-            f"--train.num-iterations is {total}; raise it to train on.")
+        if config.train.time_budget:  # the count is the budget's, whatever is asked
+            say(f"nothing to do: {workdir} has done {step} iterations, the {total} its "
+                f"time budget ({config.train.time_budget}) chose; to train on, give "
+                "--train.time-budget '' and a larger --train.num-iterations (the learning-rate "
+                "schedule then stretches to it).")
+        else:
+            say(f"nothing to do: {workdir} has done {step} iterations and "
+                f"--train.num-iterations is {total}; raise it to train on.")
         return summary
     if writer:
         save_config(config, workdir / "config.json")

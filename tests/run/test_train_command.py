@@ -8,6 +8,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -173,6 +174,26 @@ def test_a_workdir_of_someone_else_s_files_is_refused_unless_forced(tmp_path, er
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(theirs)  # not even a lock
     assert train.main(["--config", "tiny", "--workdir", str(tmp_path), "--force-workdir"]) == 0
     assert calls == [tmp_path]
+    capsys.readouterr()
+
+
+def test_an_exported_network_is_no_workdir_and_is_left_as_it_was(tmp_path, error_line,
+                                                                 monkeypatch, capsys):
+    from c4jax.store import exported
+
+    net = tmp_path / "net"
+    shutil.copytree(exported.PRETRAINED_DIR, net)  # the shipped agent's folder
+    before = {p.name: p.read_bytes() for p in net.iterdir()}
+    calls = _fake_training(monkeypatch, lambda config, workdir: _DONE)
+    for argv in (["--workdir", str(net)], ["--config", "tiny", "--workdir", str(net)]):
+        err = error_line(train.main, argv)
+        assert f"--workdir {net}: an exported network (variables.msgpack), not a run " \
+               "directory" in err and "--force-workdir" in err
+    assert not calls
+    assert {p.name: p.read_bytes() for p in net.iterdir()} == before  # not even a lock
+    exported.load_exported(net)  # its checksums still hold
+    assert train.main(["--config", "tiny", "--workdir", str(net), "--force-workdir"]) == 0
+    assert calls == [net]
     capsys.readouterr()
 
 
@@ -366,6 +387,20 @@ def test_an_edited_config_json_names_the_fields_and_the_command_that_continues(t
     # Changes on the command line keep their own message.
     code = train.main(["--workdir", str(run), "--network.channels", "32"])
     assert code == 2 and "drop those overrides" in capsys.readouterr().err
+
+
+def test_the_command_offered_for_an_edited_switch_sets_it_as_the_command_line_takes_it(
+        tiny_run_copy, capsys):
+    run, _ = tiny_run_copy
+    edited = json.loads((run / "config.json").read_text())
+    edited["network"]["opponent_head"] = True  # a switch: a flag pair taking no value
+    (run / "config.json").write_text(json.dumps(edited))
+    assert train.main(["--workdir", str(run)]) == 2
+    err = capsys.readouterr().err
+    fix = f"python -m c4jax.train --workdir {run} --network.no-opponent-head"
+    assert f"once it trains): {fix}; or train" in err, err
+    assert train.main(fix.split()[3:]) == 0  # the offered command is accepted
+    assert "nothing to do" in capsys.readouterr().out
 
 
 def test_orbax_s_error_logs_are_held_and_shown_unless_reported_in_one_line(caplog):
