@@ -13,7 +13,8 @@ import pytest
 import xla_env
 
 from c4jax.alphazero import config as config_lib
-from c4jax.run import compile_cache, train_alphazero, xla_flags
+from c4jax.dqn import config as dqn_config
+from c4jax.run import compile_cache, train_alphazero, train_dqn, xla_flags
 
 # Compiling dominates this suite's time on a CPU, and many tests compile the same
 # programs (every Trainer re-jits the tiny preset's step). A persistent cache,
@@ -119,6 +120,20 @@ def tiny_run(tmp_path_factory):
         tmp_path_factory, "tiny_run",
         lambda run_dir: train_alphazero.train_and_evaluate(
             config_lib.load("tiny"), run_dir, progress=False
+        ),
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_dqn_run(tmp_path_factory):
+    """A run directory trained with the ``tiny`` value-based preset (seconds after compiling).
+
+    Trained once per test session and shared: tests must only read it.
+    """
+    return shared_run(
+        tmp_path_factory, "tiny_dqn_run",
+        lambda run_dir: train_dqn.train_and_evaluate(
+            dqn_config.load("tiny"), run_dir, progress=False
         ),
     )
 

@@ -193,6 +193,8 @@ def restore_config(
 
     Raises:
         DamagedCheckpointError: ``config/metadata`` is missing or unreadable.
+        ValueError: the run is of the other kind (value-based where an AlphaZero run
+            is asked for, or the reverse), naming both.
     """
     try:
         restored = manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))
@@ -203,7 +205,21 @@ def restore_config(
         raise DamagedCheckpointError(
             manager.directory, step, f"config/metadata is unreadable: {damage.short_error(err)}"
         ) from None
+    expected = getattr(config_type, "algorithm", None)  # DQNConfig's "dqn"; AlphaZero: none
+    found = stored.get("algorithm")
+    if found != expected:
+        raise ValueError(f"{Path(str(manager.directory)).parent} is {_run_kind(found)}, "
+                         f"not {_run_kind(expected)}, which this needs")
     return config_lib.from_dict(stored, config_type)
+
+
+def _run_kind(algorithm: Any) -> str:
+    """A run's kind in words, from its config's ``algorithm``: AlphaZero's config has
+    no such field, the value-based engine's says ``dqn`` (not imported: it imports
+    this module)."""
+    if algorithm is None:
+        return "an AlphaZero run (python -m c4jax.train)"
+    return "a value-based run (python -m c4jax.dqn.train)"
 
 
 def restore_state(manager: ocp.CheckpointManager, step: int, abstract_state):

@@ -537,3 +537,19 @@ def test_a_writer_removes_the_unfinished_folders_of_a_killed_save(tmp_path):
     manager.close()
     assert not leftover.exists()
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["1"]
+
+
+def test_a_run_of_the_other_kind_is_named_as_such(tiny_run, tiny_dqn_run):
+    """Not "unknown config field 'algorithm'": the message says which kind each is."""
+    from c4jax.dqn import player as dqn_player
+
+    with pytest.raises(ValueError) as refused:
+        checkpoints.restore_variables(tiny_dqn_run)  # what export and --checkpoint read
+    assert str(refused.value) == (
+        f"{tiny_dqn_run} is a value-based run (python -m c4jax.dqn.train), not an AlphaZero "
+        "run (python -m c4jax.train), which this needs")
+    with pytest.raises(ValueError) as refused:
+        dqn_player.restore_q(tiny_run)  # what dqn:RUN reads
+    assert str(refused.value) == (
+        f"{tiny_run} is an AlphaZero run (python -m c4jax.train), not a value-based run "
+        "(python -m c4jax.dqn.train), which this needs")
