@@ -51,7 +51,7 @@ DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
 
 # The bounds of the numbers typed on this command line (simulations: inputs.MAX_SIMULATIONS).
 MAX_GAMES = 1_000_000  # --games: per match, or per pair in elo
-MAX_OPENINGS = 20  # --openings: random plies before the agents take over
+MAX_OPENINGS = arena.MAX_OPENING_MOVES  # --openings: random plies before the agents take over
 MAX_BATCH_SIZE = 16_384  # --batch-size: games or positions at once (memory grows with it)
 MAX_BOOTSTRAP = 100_000  # --bootstrap: resamples (each refits every rating)
 MAX_POSITIONS = 1_000_000  # --positions: the first N of each set (a set has about 1000)
@@ -359,9 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_openings(
         match,
-        f"uniformly random plies before the agents take over, 0-{MAX_OPENINGS}, shared by both"
-        " games of a colour-swapped pair, so that deterministic agents play varied games"
-        " (default 2)",
+        f"uniformly random plies before the agents take over, 0-{MAX_OPENINGS}, none of them"
+        " winning, shared by both games of a colour-swapped pair, so that deterministic agents"
+        " play varied games (default 2)",
     )
     match.add_argument(
         "--every-opening",

@@ -38,7 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 from c4jax import env
-from c4jax.baselines import random_agent
+from c4jax.baselines import uniform_choice, winning_moves
 from c4jax.judge import protocol
 from c4jax.judge.protocol import Agent, join_agent, split_agent
 from c4jax.judge.stats import format_rate, rate_with_interval, wilson_interval
@@ -159,6 +159,7 @@ class MatchResult:
 
 
 MAX_EXHAUSTIVE_OPENING = 4  # 7**4 = 2401 openings; up to 6 plies every sequence is legal
+MAX_OPENING_MOVES = 20  # random opening plies: none wins (see ``_opening``) up to this many
 
 
 def num_exhaustive_openings(opening_moves: int) -> int:
@@ -176,9 +177,12 @@ def _opening(
 ) -> env.State:
     """[P] starting positions after ``opening_moves`` plies from the empty board.
 
-    Random plies by default; ``exhaustive``: pair ``i`` plays the ``i``-th
-    (mod 7**K) of all K-ply sequences, the first ply the most significant
-    base-7 digit (no column fills and no game ends within 6 plies).
+    Random plies by default, each uniform over the legal moves that do not win
+    at once, so that no game is decided before the agents move (only a
+    position where every legal move wins, never met in 10**6 random 20-ply
+    openings, takes one of them); ``exhaustive``: pair ``i`` plays the ``i``-th (mod 7**K) of
+    all K-ply sequences, the first ply the most significant base-7 digit (no
+    column fills and no game ends within 6 plies).
     """
     pair = jnp.arange(num_pairs)
 
@@ -186,7 +190,10 @@ def _opening(
         if exhaustive:
             digit = (pair // env.NUM_ACTIONS ** (opening_moves - 1 - i)) % env.NUM_ACTIONS
             return env.step(s, digit.astype(jnp.int32))
-        return env.step(s, random_agent(jax.random.fold_in(key, i), s))
+        legal = env.legal_action_mask(s)  # [P, A]
+        quiet = legal & ~winning_moves(s)
+        allowed = jnp.where(jnp.any(quiet, axis=-1, keepdims=True), quiet, legal)
+        return env.step(s, uniform_choice(jax.random.fold_in(key, i), allowed))
 
     return jax.lax.fori_loop(0, opening_moves, opening_ply, env.init_batch(num_pairs))
 
@@ -326,7 +333,8 @@ def play_games(
         agent_b: the opponent, same interface.
         key: PRNG key.
         num_games: games to play, >= 1.
-        opening_moves: random plies before the agents take over, 0..41.
+        opening_moves: random plies before the agents take over, 0..20, none of
+            them winning the game, so every game is decided by the agents' moves.
         observer: ``observer(state[B], actions [B], is_a)`` called before every
             ply of the agents (positions with numpy leaves, finished games
             included); it makes the match run ply by ply from Python.
@@ -339,8 +347,9 @@ def play_games(
     """
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")
-    if not 0 <= opening_moves < env.NUM_CELLS:
-        raise ValueError(f"opening_moves must be in 0..41, got {opening_moves}")
+    if not 0 <= opening_moves <= MAX_OPENING_MOVES:
+        raise ValueError(
+            f"opening_moves must be in 0..{MAX_OPENING_MOVES}, got {opening_moves}")
     if every_opening:
         num_exhaustive_openings(opening_moves)  # checks the range
     num_pairs = (num_games + 1) // 2

@@ -66,6 +66,25 @@ def test_opening_is_shared_within_pairs_and_varies():
     assert len(np.unique(lengths[:, 0])) > 1  # the openings differ between pairs
 
 
+@pytest.mark.parametrize("opening_moves", [8, arena.MAX_OPENING_MOVES])
+def test_no_game_is_decided_by_its_random_opening(opening_moves):
+    """Uniformly random plies would end 2% of 8-ply openings and 46% of 20-ply ones
+    in a win; the opening's plies never win, so every game is the agents' to decide."""
+    start = arena._opening(jax.random.key(0), num_pairs=4000, opening_moves=opening_moves)
+    assert not np.any(start.terminated)
+    np.testing.assert_array_equal(start.num_moves, opening_moves)
+    boards = zip(start.own_lo.tolist(), start.all_lo.tolist(), start.all_hi.tolist(), strict=True)
+    assert len(set(boards)) > 2000  # and they vary
+
+    def lowest_legal(key, state):
+        del key
+        return jnp.argmax(env.legal_action_mask(state), axis=-1).astype(jnp.int32)
+
+    result = arena.play_games(lowest_legal, lowest_legal, jax.random.key(1), 200,
+                              opening_moves=opening_moves)
+    assert np.all(result.num_moves > opening_moves)
+
+
 def test_partial_arrays_are_arguments_not_constants():
     """A partial with new array arguments reuses the compiled match."""
 
@@ -103,7 +122,8 @@ def test_bad_arguments():
         arena.play_games(random_agent, random_agent, jax.random.PRNGKey(0), 0)
     with pytest.raises(ValueError):
         arena.play_games(
-            random_agent, random_agent, jax.random.PRNGKey(0), 2, opening_moves=42
+            random_agent, random_agent, jax.random.PRNGKey(0), 2,
+            opening_moves=arena.MAX_OPENING_MOVES + 1,
         )
 
 
