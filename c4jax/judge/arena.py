@@ -270,13 +270,16 @@ def _play_on_host(
     opening_moves: int,
     observer: Observer | None = None,
     exhaustive: bool = False,
+    observed_games: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The match of ``_build_match`` ply by ply from Python, for host agents.
 
     It draws the same keys in the same order as the compiled match, so a host
     agent that makes the same choices as a jittable one plays the same games.
     ``observer(state, actions, is_a)``, if given, sees every half-batch ply
-    before it is played (finished games included).
+    before it is played (finished games included), restricted to the first
+    ``observed_games`` games (game 2i is column i of the a-first half, 2i + 1
+    of the other; None: all).
 
     Returns:
         (winner [2, P], num_moves [2, P]) numpy.
@@ -293,6 +296,14 @@ def _play_on_host(
     step = protocol.cached_jit(("env.step",), lambda: jax.jit(env.step))
     act_a, act_b = protocol.batched_act(agent_a), protocol.batched_act(agent_b)
     g1 = g2 = opening(k_open)
+    counted = 2 * num_pairs if observed_games is None else observed_games
+    seen = (2 * np.arange(num_pairs) < counted, 2 * np.arange(num_pairs) + 1 < counted)
+
+    def observe(half, state, actions, is_a):
+        if observer is not None and seen[half].any():
+            state = jax.tree.map(lambda x: np.asarray(x)[seen[half]], jax.device_get(state))
+            observer(state, np.asarray(actions)[seen[half]], is_a)
+
     a_moves_first_ply = opening_moves % 2 == 0
     i, k = opening_moves, k_play
     while i < env.NUM_CELLS and not (np.all(g1.terminated) and np.all(g2.terminated)):
@@ -301,9 +312,8 @@ def _play_on_host(
             k1, k2 = jax.random.split(k_ply)
             mover1, mover2 = (act_a, act_b) if a_in_first else (act_b, act_a)
             m1, m2 = mover1(k1, g1), mover2(k2, g2)
-            if observer is not None:
-                observer(jax.device_get(g1), m1, a_in_first)
-                observer(jax.device_get(g2), m2, not a_in_first)
+            observe(0, g1, m1, a_in_first)
+            observe(1, g2, m2, not a_in_first)
             g1, g2 = step(g1, m1), step(g2, m2)
         i += 2
     winner = np.stack([np.asarray(g1.winner), np.asarray(g2.winner)])
@@ -320,6 +330,7 @@ def play_games(
     opening_moves: int = 0,
     observer: Observer | None = None,
     every_opening: bool = False,
+    observed_games: int | None = None,
 ) -> MatchResult:
     """Plays ``num_games`` games between two agents, colours alternated.
 
@@ -337,10 +348,13 @@ def play_games(
             them winning the game, so every game is decided by the agents' moves.
         observer: ``observer(state[B], actions [B], is_a)`` called before every
             ply of the agents (positions with numpy leaves, finished games
-            included); it makes the match run ply by ply from Python.
+            included) with the games that count only (not the b-first game an
+            odd ``num_games`` drops); it makes the match run ply by ply from Python.
         every_opening: the openings are not random but all 7**K K-ply
             sequences in turn (K = ``opening_moves`` <= 4): with ``num_games``
             = 2 * 7**K, every opening once in each colour.
+        observed_games: the observer sees only the first this many games, 1 to
+            ``num_games`` (``play_match``'s last chunk; None: ``num_games``).
 
     Returns:
         A ``MatchResult`` from agent_a's side.
@@ -352,10 +366,14 @@ def play_games(
             f"opening_moves must be in 0..{MAX_OPENING_MOVES}, got {opening_moves}")
     if every_opening:
         num_exhaustive_openings(opening_moves)  # checks the range
+    observed_games = num_games if observed_games is None else observed_games
+    if not 1 <= observed_games <= num_games:
+        raise ValueError(f"observed_games must be in 1..{num_games}, got {observed_games}")
     num_pairs = (num_games + 1) // 2
     if protocol.is_host(agent_a) or protocol.is_host(agent_b) or observer is not None:
         winner, num_moves = _play_on_host(
-            agent_a, agent_b, key, num_pairs, opening_moves, observer, every_opening
+            agent_a, agent_b, key, num_pairs, opening_moves, observer, every_opening,
+            observed_games,
         )
     else:
         static_a, arrays_a = split_agent(agent_a)
@@ -395,12 +413,13 @@ def play_match(
 ) -> MatchResult:
     """``play_games`` in equal chunks of at most ``batch_size`` games.
 
-    Chunks share one compiled match; the few surplus games of the last chunk
+    Chunks share one compiled match of whole pairs (an odd ``batch_size``
+    plays one game fewer at once); the few surplus games of the last chunk
     are dropped, so exactly ``num_games`` games count (colours alternated).
 
     Args:
         agent_a, agent_b, key, opening_moves, observer: as for ``play_games``
-            (the observer also sees the surplus games of the last chunk).
+            (the observer sees the games that count only).
         every_opening: as for ``play_games``; the match is then one chunk,
             whatever ``batch_size``, so that no opening repeats.
         num_games: games that count, >= 1.
@@ -413,9 +432,10 @@ def play_match(
     """
     if num_games < 1:
         raise ValueError(f"--games: got {num_games}, allowed: >= 1")
-    num_chunks = 1 if every_opening else math.ceil(num_games / max(2, batch_size))
-    size = math.ceil(num_games / num_chunks)
+    at_once = max(2, batch_size - batch_size % 2)  # whole pairs
+    size = math.ceil(num_games / (1 if every_opening else math.ceil(num_games / at_once)))
     size += size % 2  # whole pairs per chunk
+    num_chunks = math.ceil(num_games / size)  # each with a game that counts
     parts = []
     chunks = progress_steps(
         range(num_chunks), desc=desc, unit="chunk", progress=progress, leave=False
@@ -430,6 +450,7 @@ def play_match(
                 opening_moves=opening_moves,
                 observer=observer,
                 every_opening=every_opening,
+                observed_games=min(size, num_games - c * size),
             )
         )
     outcomes = np.concatenate([p.outcomes for p in parts])[:num_games]

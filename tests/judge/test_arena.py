@@ -195,6 +195,25 @@ def test_an_observer_sees_every_ply_and_does_not_change_the_games():
     assert live_plies == int(watched.num_moves.sum()) - 2 * 6  # all plies after the opening
 
 
+@pytest.mark.parametrize("num_games,batch_size", [(13, 5), (7, 8), (30, 3)])
+def test_an_observer_sees_the_moves_of_the_games_that_count_only(num_games, batch_size):
+    """An odd batch plays whole pairs (one game fewer at once), an odd match drops its
+    last b-first game and the last chunk its surplus: the observer (``match --judge``)
+    sees agent A's moves in the counted games, as many as their lengths say."""
+    seen = []
+
+    def observer(state, actions, is_a):
+        assert np.asarray(actions).shape[0] <= batch_size // 2  # a half-batch of pairs
+        if is_a:
+            seen.append(int(np.sum(~np.asarray(state.terminated))))
+
+    result = arena.play_match(random_agent, random_agent, jax.random.key(4), num_games,
+                              opening_moves=0, batch_size=batch_size, observer=observer)
+    assert result.num_games == num_games
+    moves_of_a = np.where(result.a_first, (result.num_moves + 1) // 2, result.num_moves // 2)
+    assert sum(seen) == int(moves_of_a.sum())
+
+
 @pytest.mark.parametrize("host", [False, True], ids=["jitted", "host"])
 def test_every_opening_plays_each_two_ply_opening_once_in_each_colour(host):
     """98 games from the 49 two-ply openings: a-first and b-first games each start
