@@ -361,14 +361,20 @@ def plot(result: EloResult, path: str | Path, *, title: str = "Elo ratings") -> 
     order = result.order()[::-1]  # strongest at the top
     names = [result.players[k] for k in order]
     ratings = result.ratings[order]
-    low = np.nan_to_num(ratings - result.ci_low[order], nan=0.0)
-    high = np.nan_to_num(result.ci_high[order] - ratings, nan=0.0)
+    # The interval is drawn from its ends, not as distances from the rating: a
+    # percentile bootstrap's interval need not contain the fitted rating (few
+    # resamples), and matplotlib's xerr refuses a negative distance.
+    low = np.where(np.isnan(result.ci_low[order]), ratings, result.ci_low[order])
+    high = np.where(np.isnan(result.ci_high[order]), ratings, result.ci_high[order])
     fig = Figure(figsize=(6.0, 0.5 * len(names) + 1.2))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     y = np.arange(len(names))
     ax.barh(y, ratings, color="tab:blue", alpha=0.6)
-    ax.errorbar(ratings, y, xerr=[low, high], fmt="o", color="black", capsize=3)
+    ax.hlines(y, low, high, color="black", linewidth=1.0)
+    ax.plot(np.concatenate([low, high]), np.concatenate([y, y]), "|", color="black",
+            markersize=8)
+    ax.plot(ratings, y, "o", color="black")
     ax.set_yticks(y, tick_labels(names))
     ax.axvline(0.0, color="gray", linewidth=0.8)
     ax.set_xlabel(f"Elo ({result.anchor} = 0), 95% bootstrap interval")

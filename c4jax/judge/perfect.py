@@ -90,7 +90,8 @@ def _perfect_act(key: jax.Array, state: env.State) -> np.ndarray:
     seed = np.asarray(jax.random.key_data(key)).ravel()
     rng = np.random.default_rng(seed.astype(np.uint64).tolist())
     noise = rng.random(best.shape)
-    return np.argmax(np.where(best, noise, -1.0), axis=1).astype(np.int32)  # 0 in finished games
+    # A finished game scores every column alike, so it gets a random one (played by no one).
+    return np.argmax(np.where(best, noise, -1.0), axis=1).astype(np.int32)
 
 
 def make_perfect_agent() -> HostAgent:

@@ -38,8 +38,9 @@ Every number in a spec (N, K, SIMS, STEP) is ASCII digits within stated bounds
 before anything else. A bad spec is one ``ValueError`` line that repeats the
 spec (cut when long), says what is wrong and lists the forms.
 
-To add an agent: write its constructor (a jittable agent in ``agents``, or a
-``protocol.HostAgent`` for one that runs on the host, such as a C++ solver),
+To add an agent: write its constructor (a jittable agent, as in
+``c4jax.baselines``, ``uct`` or ``minimax``, or a ``protocol.HostAgent`` for
+one that runs on the host, such as the C++ solver in ``perfect``),
 add one ``Entry`` to ``ENTRIES`` before the run-directory catch-all, and test
 it in ``tests/judge/test_registry.py``. Its ``form`` joins the error messages
 and its ``description`` the ``--help`` of the command lines.

@@ -115,3 +115,14 @@ def test_long_names_are_cut_to_distinct_ends_and_the_plot_still_fits(tmp_path):
         warnings.simplefilter("error")  # "Tight layout not applied" with the names in full
         path = elo.plot(result, tmp_path / "elo.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_interval_that_leaves_out_the_rating_is_still_drawn(tmp_path):
+    """With few resamples a percentile interval need not contain the fitted rating
+    (measured: one resample gave 532 with [648, 648]); the chart draws it anyway."""
+    result = elo.EloResult(
+        players=("random", "lookahead", "minimax"), ratings=np.array([0.0, 532.0, 700.0]),
+        ci_low=np.array([np.nan, 648.0, 600.0]), ci_high=np.array([np.nan, 648.0, 690.0]),
+        anchor="random", points=np.zeros((3, 3)), games=np.zeros((3, 3)), num_bootstrap=1)
+    path = elo.plot(result, tmp_path / "elo.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
