@@ -31,7 +31,7 @@ class Positions:
 
     state: env.State  # [M] positions (the search root)
     policy: jax.Array  # [M, A] float32 improved policy from the search
-    value: jax.Array  # [M] float32 game result for the player to move: +1, 0, -1
+    value: jax.Array  # [M] float32 value target for the player to move, in [-1, 1] (selfplay)
     # [M, A] float32 the next position's search policy (the opponent's reply), all
     # zeros where the game ended with this move; None unless the network predicts it.
     next_policy: jax.Array | None = None
@@ -127,16 +127,17 @@ def window_size(searched: jax.Array, start: int, power: float) -> jax.Array:
     window keeps growing but the share of old data it holds shrinks.
 
     Args:
-        searched: [] int, positions searched so far in the run (N).
+        searched: [] number, positions searched so far in the run (N); a
+            float, so that a long run's count does not wrap around in int32.
         start: the window's size where it starts growing more slowly (> 0).
         power: in (0, 1]; 1 is the whole history.
 
     Returns:
-        [] int32, at least 1.
+        [] int32, at least 1 (and at most 2**31 - 128).
     """
     n = jnp.maximum(jnp.asarray(searched, jnp.float32), 1.0)
     grown = start * (n / start) ** power
-    return jnp.maximum(jnp.where(n <= start, n, grown), 1.0).astype(jnp.int32)
+    return jnp.clip(jnp.where(n <= start, n, grown), 1.0, 2.0**31 - 128).astype(jnp.int32)
 
 
 def sample(

@@ -126,7 +126,9 @@ class TrainConfig:
     sgd_steps: int = schema.field(32, ge=1)
     """SGD steps per iteration."""
     min_replay_size: int = schema.field(0, ge=0)
-    """Positions in the buffer before learning starts (0 = learn as soon as any game ends)."""
+    """Positions in the buffer before learning starts (0 = learn as soon as any game ends).
+    The iterations before do not learn, and the learning-rate schedule counts the SGD
+    steps taken, so it stops that many steps short of its end (the cosine above 10%)."""
     optimizer: Literal["adamw", "sgd"] = "adamw"
     """adamw (decoupled weight decay) or sgd with momentum 0.9 and L2 loss."""
     learning_rate: float = schema.field(1e-3, gt=0)
@@ -286,6 +288,8 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         ("opening_search_simulations", "train.opening_search_games",
          t.opening_search_games > 0),
         ("endgame_stones", "train.endgame_sample_weight", t.endgame_sample_weight < 1),
+        ("replay_window_power", "train.replay_window", t.replay_window > 0),
+        ("fast_search_simulations", "train.full_search_fraction", t.full_search_fraction < 1),
     ):
         value = getattr(t, name)
         check(on or value == defaults[name], f"train.{name}",

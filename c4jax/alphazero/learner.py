@@ -60,6 +60,19 @@ def make_schedule(config: TrainConfig, total_steps: int | jax.Array) -> optax.Sc
     return optax.join_schedules([ramp, after], [warmup])
 
 
+def schedule_count(opt_state: optax.OptState) -> jax.Array:
+    """[] int32 the SGD steps the optimizer has taken: its learning-rate schedule's count.
+
+    Iterations that do not learn (``train.min_replay_size``) leave the optimizer
+    state as it was, so this can be behind iterations times ``sgd_steps``.
+    """
+    is_schedule = lambda x: isinstance(x, optax.ScaleByScheduleState)  # noqa: E731
+    counts = [s.count for s in jax.tree.leaves(opt_state, is_leaf=is_schedule) if is_schedule(s)]
+    if len(counts) != 1:
+        raise ValueError(f"one learning-rate schedule expected, {len(counts)} found")
+    return counts[0]
+
+
 def _cosine_decay(peak: float, decay_steps: jax.Array, *, alpha: float) -> optax.Schedule:
     """``optax.cosine_decay_schedule(peak, decay_steps, alpha)`` for a traced count."""
     steps = decay_steps.astype(jnp.float32)
@@ -82,7 +95,8 @@ def _onecycle(peak: float, total: jax.Array, *, div: float = 25.0,
 
     def schedule(count):
         # optax's boundaries are int(0.3 * total) and total.
-        bounds = jnp.stack([jnp.int32(0), (total * 3) // 10, total])
+        # floor(0.3 * total) without the int32 overflow of total * 3 (total < 2**31).
+        bounds = jnp.stack([jnp.int32(0), total // 10 * 3 + total % 10 * 3 // 10, total])
         sizes = jnp.maximum(bounds[1:] - bounds[:-1], 1)
         inside = jnp.logical_and(bounds[:-1] <= count, count < bounds[1:])
         pct = (count - bounds[:-1]) / sizes

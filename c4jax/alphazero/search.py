@@ -113,9 +113,10 @@ def mask_logits(logits: jax.Array, legal: jax.Array) -> jax.Array:
         legal: [B, A] bool legal moves; a row may be all False (finished game).
 
     Returns:
-        [B, A] float32 logits shifted so that their maximum is 0, with
-        ``finfo.min`` on illegal moves. A softmax of them is exactly 0 on
-        illegal moves of a live game, and never NaN.
+        [B, A] float32 logits less their maximum over all moves (legal or
+        not, so the best legal one may be below 0; a softmax is unchanged),
+        with ``finfo.min`` on illegal moves. A softmax of them is exactly 0
+        on illegal moves of a live game, and never NaN.
     """
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)
     return jnp.where(legal, logits, jnp.finfo(logits.dtype).min)
@@ -288,7 +289,7 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig, *, batched_leaves: bool
         search_key, action_key = jax.random.split(key)
         legal = env.legal_action_mask(state)  # [B, A]
         logits, value = evaluate(variables, state) if root_eval is None else root_eval
-        logits = mask_logits(logits, legal)  # a no-op on evaluate's logits
+        logits = mask_logits(logits, legal)  # on evaluate's logits: a shift, same softmax
         value = value.astype(jnp.float32)
         num_actions = legal.shape[-1]
         children = (

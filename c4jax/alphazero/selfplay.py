@@ -71,9 +71,10 @@ made when it expanded the move played (``SearchOutput.child_logits``); games
 that restart take their opening's (or the empty board's), evaluated once per
 chunk. The network is fixed within a chunk, so this is the same evaluation (to float rounding). The
 root runs the network only where some game has none: at a chunk's first move,
-or after a move the search did not expand (PUCT; Gumbel considering fewer
-moves than are legal). With Gumbel and all moves considered that saves T - 1
-of every T root evaluations, 1 in (simulations + 1) of self-play's network work.
+or after a move the search did not expand (a random opening move played one
+a step, ``opening_targets="search"``; Gumbel always plays a move it visited,
+whatever the moves it considers). With Gumbel that saves T - 1 of every T
+root evaluations, 1 in (simulations + 1) of self-play's network work.
 """
 
 from __future__ import annotations

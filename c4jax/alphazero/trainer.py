@@ -73,7 +73,8 @@ class Trainer:
         mesh: the device mesh.
         network: the Flax module.
         apply_fn: ``apply_fn(variables, obs [B, H, W, 2]) -> (logits [B, A], value [B])``.
-        search_fn: self-play search, ``search_fn(variables, key, state[B])``.
+        search_fn: the run's search, ``search_fn(variables, key, state[B])``;
+            self-play wraps it when ``train.opening_search_games`` > 0.
         init: jitted ``init(key) -> TrainState``, sharded.
         iteration: ``iteration(TrainState, key) -> (TrainState, metrics)``, the
             jitted ``iteration.jitted(TrainState, key, num_iterations)`` with the
@@ -292,7 +293,10 @@ class Trainer:
         )
         window = None
         if t.replay_window:  # positions searched so far, this chunk's included
-            searched = (state.step + 1) * (t.selfplay_batch * t.selfplay_steps)
+            # In float32: int32 wraps around from 2**31 positions (iteration
+            # 32768 of the tpu preset's B * T = 65536).
+            searched = (state.step.astype(jnp.float32) + 1.0) * float(
+                t.selfplay_batch * t.selfplay_steps)
             window = replay.window_size(searched, t.replay_window, t.replay_window_power)
         learned, learn_metrics = self.learn(state.learner, buffer, learn_key, num_iterations,
                                             window)
@@ -303,7 +307,9 @@ class Trainer:
             lambda new, old: jnp.where(ready_to_learn, new, old), learned, state.learner
         )
         learn_metrics = jax.tree.map(lambda m: m * ready_to_learn, learn_metrics)
-        sgd_done = state.step * t.sgd_steps  # SGD steps before this iteration
+        # The rate of this iteration's first SGD step: the schedule counts the steps
+        # taken, which iterations that did not learn leave behind state.step * sgd_steps.
+        sgd_done = learner.schedule_count(state.learner.opt_state)
         metrics = {
             **sp_metrics,
             **learn_metrics,

@@ -202,9 +202,14 @@ def test_fast_searches_must_be_cheaper_than_the_full_ones():
     ok = dataclasses.replace(capped, fast_search_simulations=2)
     validated = config_lib.validate(dataclasses.replace(cfg, train=ok))
     assert validated.train.fast_search_simulations == 2
-    # Off (fraction 1), the fast count is not used and any positive one passes.
+    # Off (fraction 1), the fast count is not used: its default passes (above the
+    # tiny preset's 4 simulations), any other is refused as a setting nothing reads.
+    config_lib.validate(cfg)
+    assert cfg.train.fast_search_simulations > cfg.search.num_simulations
     off = dataclasses.replace(cfg.train, fast_search_simulations=64)
-    config_lib.validate(dataclasses.replace(cfg, train=off))
+    with pytest.raises(ValueError, match=r"train\.fast_search_simulations.*unless "
+                                         r"train\.full_search_fraction is on"):
+        config_lib.validate(dataclasses.replace(cfg, train=off))
 
 
 @pytest.mark.parametrize(
@@ -361,6 +366,16 @@ def test_the_endgame_stones_are_refused_without_an_endgame_weight():
     with pytest.raises(ValueError, match=refused):
         config_lib.validate(dataclasses.replace(cfg, train=unused))
     on = dataclasses.replace(unused, endgame_sample_weight=0.25)
+    assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
+
+
+def test_the_replay_window_power_is_refused_without_a_replay_window():
+    cfg = config_lib.load("tiny")
+    unused = dataclasses.replace(cfg.train, replay_window_power=0.5)
+    refused = r"train\.replay_window_power.*unless train\.replay_window is on"
+    with pytest.raises(ValueError, match=refused):
+        config_lib.validate(dataclasses.replace(cfg, train=unused))
+    on = dataclasses.replace(unused, replay_window=1000)
     assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
 
 

@@ -10,7 +10,7 @@ import optax
 import pytest
 
 from c4jax import env
-from c4jax.alphazero import learner, network
+from c4jax.alphazero import config, learner, network
 from c4jax.alphazero.config import NetworkConfig, TrainConfig
 from c4jax.replay import Minibatch
 
@@ -93,8 +93,9 @@ def test_a_traced_run_length_gives_optax_schedules(kind):
     cfg = TrainConfig(learning_rate=0.7, warmup_steps=10, lr_schedule=kind)
     traced = jax.jit(jax.vmap(lambda total, count: learner.make_schedule(cfg, total)(count),
                               in_axes=(None, 0)))
-    for total in (1, 7, 10, 33, 110, 1000, 7777):
-        counts = np.linspace(0, total + 5, 60).astype(np.int32)  # one shape: one compile
+    # The longest runs too: 0.3 * total computed as total * 3 wrapped around in int32.
+    for total in (1, 7, 10, 33, 110, 1000, 7777, 10**9, config.MAX_SGD_STEPS):
+        counts = np.minimum(np.linspace(0, total + 5, 60), 2**31 - 1).astype(np.int32)
         reference = _optax_schedule(cfg, total)
         np.testing.assert_allclose(
             traced(np.int32(total), counts), [reference(int(c)) for c in counts],

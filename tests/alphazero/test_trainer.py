@@ -102,6 +102,28 @@ def test_one_compiled_iteration_serves_every_run_length():
     assert run.iteration.jitted._cache_size() == 1
 
 
+def test_the_learning_rate_shown_is_the_one_the_sgd_steps_use():
+    """Iterations that wait for min_replay_size do not step the optimizer, so its
+    schedule falls behind the iteration count; the metric follows the optimizer."""
+    cfg = _tiny(lr_schedule="cosine", min_replay_size=300)  # more than a chunk's 128
+    run = trainer.Trainer(cfg)
+    iteration = trainer.CountedIteration(run.iteration.jitted, 6)
+    state = run.init(jax.random.key(0))
+    learned = []
+    for step in range(6):
+        state, metrics = iteration(state, trainer.iteration_key(0, step))
+        learned.append(bool(metrics["learned"]))
+        taken = learner.schedule_count(state.learner.opt_state)
+        assert int(taken) == cfg.train.sgd_steps * sum(learned)
+    assert learned[0] is False and learned[-1] is True
+    total = 6 * cfg.train.sgd_steps
+    before_last = cfg.train.sgd_steps * sum(learned[:-1])
+    expected = learner.make_schedule(cfg.train, total)(before_last)
+    np.testing.assert_allclose(float(metrics["learning_rate"]), expected, rtol=1e-5)
+    assert float(metrics["learning_rate"]) > float(learner.make_schedule(cfg.train, total)(
+        5 * cfg.train.sgd_steps))  # what state.step * sgd_steps gave
+
+
 def _filled(buffer, old: int, new: int):
     """``buffer`` after ``old`` empty-board positions valued 0, then ``new`` valued 1."""
     for count, value in ((old, 0.0), (new, 1.0)):
@@ -142,6 +164,11 @@ def test_the_iteration_widens_the_window_with_the_positions_searched():
     _, metrics = jax.jit(run._iteration)(state, jax.random.key(0), jnp.int32(9))
     chunk = 16 * 8  # the tiny preset's B * T
     assert int(metrics["window"]) == int(replay.window_size(6 * chunk, 100, 0.5)) == 277
+    # Past 2**31 positions searched (int32 would wrap around to a window of 1).
+    late = state.replace(step=jnp.int32(2**24))
+    _, metrics = jax.jit(run._iteration)(late, jax.random.key(0), jnp.int32(2**24 + 9))
+    assert int(metrics["window"]) == pytest.approx(100 * ((2**24 + 1) * chunk / 100) ** 0.5,
+                                                   rel=1e-4)
     off = trainer.Trainer(_tiny())
     off.learn = spy
     jax.jit(off._iteration)(state, jax.random.key(0), jnp.int32(9))
