@@ -83,7 +83,11 @@ def parse_sims(text: str) -> list[int]:
             raise ValueError(
                 f"--sims: {inputs.shown(item)} is not a whole number {bound} (e.g. --sims 0,64,600)"
             )
-    return [inputs.parse_count(s, name="--sims", low=0, high=inputs.MAX_SIMULATIONS) for s in items]
+    sims = [inputs.parse_count(s, name="--sims", low=0, high=inputs.MAX_SIMULATIONS) for s in items]
+    repeated = sorted({n for n in sims if sims.count(n) > 1})
+    if repeated:
+        raise ValueError(f"--sims: {text!r} repeats {repeated[0]} simulations")
+    return sims
 
 
 def parse_sets(text: str) -> list[str]:
@@ -262,6 +266,10 @@ def run_solver(args) -> dict:
                 named = registry.make_run_agent(run.run_dir, step=run.step, sims=sims, tell=tell)
             except ValueError as err:
                 raise ValueError(f"--checkpoint: {registry.short_error(err)}") from None
+            if named.name in [name for name, _ in pool]:
+                raise ValueError(
+                    f"agent {named.name!r} is given twice: by --baselines and by "
+                    f"--checkpoint with --sims {sims}")
             pool.append(named)
     elif args.sims_given:
         raise ValueError("--sims needs --checkpoint RUN_DIR")

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_parse_lists():
     assert evaluate.parse_sims("0, 64,600") == [0, 64, 600]
     assert evaluate.parse_sims(f"0,{inputs.MAX_SIMULATIONS}") == [0, 4096]
-    for bad in ("", "0,x", "-1", "1,1", "\u0663", "\u00b2", "4097", "9" * 100_000):
+    for bad in ("", "0,x", "-1", "1,1", "0,00", "64,0064", "\u0663", "\u00b2", "4097",
+                "9" * 100_000):
         with pytest.raises(ValueError, match="--sims"):
             evaluate.parse_sims(bad)
     assert evaluate.parse_sets("L1_R1,L3_R1") == ["L1_R1", "L3_R1"]
@@ -348,6 +349,15 @@ def test_solver_json(tiny_run, tmp_path, capsys):
                 low, high = r[f"{key}_ci"]
                 rate = r[f"{key}_rate"]
                 assert rate is None or 0.0 <= low <= rate <= high <= 1.0
+
+
+def test_solver_refuses_an_agent_given_by_both_lists(tiny_run, capsys):
+    """Two agents of one name would overwrite each other's results in the report."""
+    argv = ["solver", "--checkpoint", str(tiny_run), "--sims", "0", "--sets", "L1_R1",
+            "--positions", "2", "--baselines", f"random,{tiny_run}@0"]
+    assert evaluate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: agent ") and "given twice: by --baselines and by" in err
 
 
 @pytest.mark.slow
