@@ -359,23 +359,18 @@ def test_opening_searches_are_checked_against_the_batch_and_refused_when_off():
     assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
 
 
-def test_the_endgame_stones_are_refused_without_an_endgame_weight():
+@pytest.mark.parametrize("setting, option", [
+    ({"endgame_stones": 20}, {"endgame_sample_weight": 0.25}),
+    ({"replay_window_power": 0.5}, {"replay_window": 1000}),
+])
+def test_a_setting_of_an_option_that_is_off_is_refused(setting, option):
     cfg = config_lib.load("tiny")
-    unused = dataclasses.replace(cfg.train, endgame_stones=20)
-    refused = r"train\.endgame_stones.*unless train\.endgame_sample_weight is on"
+    unused = dataclasses.replace(cfg.train, **setting)
+    (name,), (option_name,) = setting, option
+    refused = rf"train\.{name}.*unless train\.{option_name} is on"
     with pytest.raises(ValueError, match=refused):
         config_lib.validate(dataclasses.replace(cfg, train=unused))
-    on = dataclasses.replace(unused, endgame_sample_weight=0.25)
-    assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
-
-
-def test_the_replay_window_power_is_refused_without_a_replay_window():
-    cfg = config_lib.load("tiny")
-    unused = dataclasses.replace(cfg.train, replay_window_power=0.5)
-    refused = r"train\.replay_window_power.*unless train\.replay_window is on"
-    with pytest.raises(ValueError, match=refused):
-        config_lib.validate(dataclasses.replace(cfg, train=unused))
-    on = dataclasses.replace(unused, replay_window=1000)
+    on = dataclasses.replace(unused, **option)
     assert config_lib.validate(dataclasses.replace(cfg, train=on)).train == on
 
 
