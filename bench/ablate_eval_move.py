@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jax
 
+from bench import bench_env
 from c4jax.alphazero import network, search
 from c4jax.judge import solver
 from c4jax.store import checkpoints
@@ -30,7 +31,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ablate_eval_move")
     parser.add_argument("run", help="RUN_DIR or RUN_DIR:STEP")
     parser.add_argument("--sims", default="16,64")
-    parser.add_argument("--positions", type=int, default=None)
+    parser.add_argument("--positions", type=bench_env.at_least(1), default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()

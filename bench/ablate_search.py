@@ -67,7 +67,8 @@ def load_positions(spec: str) -> solver.PonsSet:
 
 
 def restore(spec: str) -> checkpoints.NetworkCheckpoint:
-    """``RUN:STEP``, ``RUN`` (its newest checkpoint) or ``pretrained``."""
+    """``RUN:STEP``, ``RUN`` (its best checkpoint by evaluation score, as
+    ``checkpoints.restore_variables`` chooses) or ``pretrained``."""
     if spec == "pretrained":
         return exported.load_exported()
     run, _, step = spec.partition(":")

@@ -242,6 +242,21 @@ def time_envs(
     }
 
 
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``low`` (argparse names the flag)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"got {text!r}, allowed: a whole number >= {low}")
+        return value
+
+    return parse
+
+
 def command_line(module: str, argv: list[str] | None = None) -> str:
     """The command that measured a result, as a shell would take it back:
     ``python -m module`` and ``argv`` (default ``sys.argv[1:]``) quoted with
@@ -336,7 +351,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--steps", type=int, default=None, help="fixed moves per timed call (skips calibration)"
     )
-    parser.add_argument("--repeats", type=int, default=10, help="timed calls; the best counts")
+    parser.add_argument("--repeats", type=at_least(1), default=10,
+                        help="timed calls; the best counts")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
     parser.add_argument("--skip-pgx", action="store_true", help="time c4jax only")
     return parser.parse_args(argv)

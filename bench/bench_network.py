@@ -7,7 +7,10 @@ For each batch size B the benchmark times, alternating and after a warm-up:
 * **forward, module**: the Flax module's own inference pass (convolution, then
   BatchNorm with the running statistics): what folding saves;
 * **train**: the gradient of the training loss (BatchNorm in training mode,
-  policy cross-entropy + value MSE), what one SGD step spends on the network;
+  policy cross-entropy + value MSE), what one SGD step spends on the network,
+  with XLA's own convolution gradients (the trainer on a CPU builds the
+  network with ``loop_grads``, whose convolution gradients the **conv** rows
+  time as it computes them);
 * **train forward**: that loss alone, without its gradient: the forward part
   of ``train`` (the rest is the backward pass);
 * **conv**, **conv input grad**, **conv weight grad**: one of the residual
@@ -62,7 +65,7 @@ def flops_of(jitted, *args) -> float:
 
 
 def make_cases(network_config, batch: int, seed: int = 0) -> dict:
-    """``name -> (jitted function, args)`` of the four timed programs at batch ``batch``."""
+    """``name -> (jitted function, args)`` of the timed programs at batch ``batch``."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -71,7 +74,7 @@ def make_cases(network_config, batch: int, seed: int = 0) -> dict:
 
     net = network.make_network(network_config)
     variables = network.init_variables(net, jax.random.key(seed))
-    keys = jax.random.split(jax.random.key(seed + 1), 4)
+    keys = jax.random.split(jax.random.key(seed + 1), 6)
     obs = (jax.random.uniform(keys[0], (batch, 6, 7, 2)) < 0.3).astype(jnp.float32)
     policy = jax.nn.softmax(jax.random.normal(keys[1], (batch, 7)))
     value = jax.random.uniform(keys[2], (batch,), minval=-1, maxval=1)
@@ -90,8 +93,8 @@ def make_cases(network_config, batch: int, seed: int = 0) -> dict:
     kernel = jax.random.normal(conv_keys[1], (3, 3, c, c)) * 0.1
     dy = jax.random.normal(conv_keys[2], (batch, 6, 7, c))
     a = jax.random.normal(keys[3], (batch * 42, 9 * c))
-    b = jax.random.normal(keys[3], (9 * c, c))
-    big = jax.random.normal(keys[3], (2048, 2048))
+    b = jax.random.normal(keys[4], (9 * c, c))
+    big = jax.random.normal(keys[5], (2048, 2048))
     matmul = jax.jit(lambda x, y: x @ y)
     return {
         "forward": (jax.jit(network.make_apply_fn(net)), (variables, obs)),

@@ -10,9 +10,9 @@ reference runs the Flax module as written):
   each jitted alone: ``run.selfplay_chunk`` (self-play of B games for T moves
   plus ``replay.add``: bitboard states in the buffer, 42-slot tails carried
   between chunks) and ``run.learn`` (K SGD steps: ``replay.sample`` rebuilds
-  the observation planes, then the learner step; straight-line code on CPU, a
-  ``lax.scan`` elsewhere). With ``--iteration`` the fused ``run.iteration`` is
-  timed as well. With ``--stub-network`` the chunk is rebuilt the same way
+  the observation planes, then the learner step, in one ``lax.scan``). With
+  ``--iteration`` the fused ``run.iteration`` is timed as well. With
+  ``--stub-network`` the chunk is rebuilt the same way
   (``selfplay.make_selfplay`` + ``replay.add``) around a search of the stub.
 * **reference** (``bench.reference_pgx``): in the style of pgx's AlphaZero
   example, ``pgx.make("connect_four")`` vmapped with its state as the mctx
@@ -243,29 +243,35 @@ def benchmark(
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="cpu", help="preset name or JSON path (default cpu)")
-    parser.add_argument("--blocks", type=int, default=None, help="residual blocks (preset: 3)")
-    parser.add_argument("--channels", type=int, default=None, help="channels (preset: 32)")
-    parser.add_argument("--sims", type=int, default=None, help="simulations per move (16)")
+    parser.add_argument("--blocks", type=bench_env.at_least(1), default=None,
+                        help="residual blocks (preset: 3)")
+    parser.add_argument("--channels", type=bench_env.at_least(1), default=None,
+                        help="channels (preset: 32)")
+    parser.add_argument("--sims", type=bench_env.at_least(1), default=None,
+                        help="simulations per move (preset: 4)")
     parser.add_argument(
         "--algorithm", choices=("gumbel", "puct"), default=None, help="search (gumbel)"
     )
     parser.add_argument(
-        "--batch", type=int, default=None, help="games B in parallel, and the minibatch (256)"
+        "--batch", type=bench_env.at_least(1), default=None,
+        help="games B in parallel, and the minibatch (preset: 256 and 128)"
     )
     parser.add_argument(
-        "--steps", type=int, default=None,
-        help="moves T per chunk, and SGD steps per call (default: the preset's T and K, 16 and 32)"
+        "--steps", type=bench_env.at_least(1), default=None,
+        help="moves T per chunk, and SGD steps per call (default: the preset's T and K, 16 and 64)"
     )
     parser.add_argument(
-        "--minibatch", type=int, default=None, help="SGD minibatch (default: --batch, else 256)"
+        "--minibatch", type=bench_env.at_least(1), default=None,
+        help="SGD minibatch (default: --batch, else the preset's, 128)"
     )
     parser.add_argument(
         "--sgd-steps",
-        type=int,
+        type=bench_env.at_least(1),
         default=None,
-        help="SGD steps per call (default: --steps, else the preset's, 32)",
+        help="SGD steps per call (default: --steps, else the preset's, 64)",
     )
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls; the median counts")
+    parser.add_argument("--repeats", type=bench_env.at_least(1), default=5,
+                        help="timed calls; the median counts")
     parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
     parser.add_argument(
         "--stub-network",
@@ -303,7 +309,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the benchmark, prints a table and writes the JSON results."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    config = make_config(args)
+    try:
+        config = make_config(args)
+    except ValueError as err:  # a setting the preset's rules refuse, named by the field
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     if args.worker:
         _, _, play_root, variables, (p,) = setup(config, args.stub_network, only=args.worker)
         harness.serve_worker(harness.InProcess(p, variables, play_root))

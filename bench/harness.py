@@ -426,7 +426,8 @@ def print_table(config, summary: dict[str, Any], repeats: int, stub: bool = Fals
     if "network_floor" in summary:
         floor = summary["network_floor"]
         print(
-            f"network alone ({floor['forward_passes']} forward passes of B per chunk): "
+            f"{'stub network' if stub else 'network'} alone ({floor['forward_passes']} "
+            "forward passes of B per chunk): "
             f"{floor['positions_per_s']:.1f} pos/s, {floor['seconds']:.3f} s"
         )
     if "c4jax_fused_iteration_s" in summary:
@@ -443,7 +444,8 @@ DEFINITIONS = {
     "sgd_steps SGD steps (sampling + observation + learner step)",
     "positions_with_targets_per_chunk": "rows added to the replay buffer per chunk",
     "node_bytes": "bytes of one game's env state, stored at every search-tree node",
-    "network_floor": "T x (sims + 1) forward passes of batch B alone",
+    "network_floor": "T x (sims + 1) forward passes of batch B alone (of the stub "
+    "with --stub-network)",
     "ratio_c4jax_over_reference.iteration": "reference (chunk + sgd) time / c4jax's",
     "ratio_c4jax_over_reference.paired_median": "median over repeats of reference "
     "time / c4jax time of the same repeat (wall and process CPU time)",

@@ -317,10 +317,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--devices: comma-separated integers expected, got {args.devices!r}")
     if not args.device_counts or min(args.device_counts) < 1 or 1 not in args.device_counts:
         p.error("--devices: positive counts including 1 (the base of the efficiencies)")
-    for name in ("per_device", "global_batch", "repeats"):
+    for name in ("per_device", "global_batch", "repeats", "warmup"):  # warmup: the compile
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: must be >= 1")
-    bad = [n for n in args.device_counts if args.global_batch % n]
+    # The 2-process rows split the global batch over 2 devices too.
+    bad = [n for n in sorted({*args.device_counts, *([2] if args.processes else [])})
+           if args.global_batch % n]
     if bad:
         p.error(f"--global-batch {args.global_batch} does not divide by device counts {bad}")
     return args

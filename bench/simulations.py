@@ -65,6 +65,15 @@ def weights_id(agent: str) -> str | None:
     return checksums["files"][exported.VARIABLES_FILE]
 
 
+def pinned(agent: str) -> str:
+    """``agent`` with a training run's checkpoint pinned (``RUN`` -> ``RUN:STEP``), so
+    that every point of a sweep, resumed or run beside the training, plays one
+    network; any other spec as given (an exported network is pinned by ``weights_id``)."""
+    if registry.parse_spec(agent).kind != "run" or weights_id(agent) is not None:
+        return agent
+    return registry.make_agent(f"{agent}@0").name.rsplit("@", 1)[0]
+
+
 def measure(spec: str, *, positions: int | None, openings: int, batch_size: int,
             seed: int) -> dict:
     """One point: ``{"solver": {set: summary}, "perfect": {...}, "seconds": ...}``."""
@@ -176,7 +185,7 @@ def main(argv=None) -> int:
                         help=f"its simulation counts, or none (default {DEFAULT_SIMS})")
     parser.add_argument("--rollouts", default=DEFAULT_ROLLOUTS,
                         help=f"rollout MCTS's, or none (default {DEFAULT_ROLLOUTS})")
-    parser.add_argument("--positions", type=int, default=None,
+    parser.add_argument("--positions", type=bench_env.at_least(1), default=None,
                         help="the first N of each Pons set (default all)")
     parser.add_argument("--openings", type=int, default=2, choices=range(0, 5),
                         help="the perfect match's every K-ply opening, both colours: 2 x 7^K "
@@ -188,6 +197,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     xla_flags.enable_fast_cpu()  # the command lines' code path, before the first device query
 
+    try:
+        args.agent = pinned(args.agent)
+    except ValueError as err:
+        parser.error(f"--agent: {registry.short_error(err)}")
     path = args.out.with_suffix(".json")
     same = {"agent": args.agent, "weights": weights_id(args.agent),
             "positions": args.positions, "openings": args.openings, "seed": args.seed}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jax
 
+from bench import bench_env
 from c4jax.judge import registry, solver
 from c4jax.store import checkpoints
 
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sims", type=int, default=64)
     parser.add_argument("--steps", default=None, help="comma-separated (default: all kept)")
     parser.add_argument("--sets", default=",".join(solver.SET_NAMES))
-    parser.add_argument("--positions", type=int, default=None)
+    parser.add_argument("--positions", type=bench_env.at_least(1), default=None)
     parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()

@@ -134,7 +134,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                         help="mean mistake rates in percent (default 6,3)")
     parser.add_argument("--sims", type=int, default=64)
     parser.add_argument("--sets", default=",".join(solver.SET_NAMES))
-    parser.add_argument("--positions", type=int, default=None,
+    parser.add_argument("--positions", type=bench_env.at_least(1), default=None,
                         help="the first N of each set (default all 1000)")
     parser.add_argument("--minutes", type=float, default=None,
                         help="stop the training after this long (it saves first)")

@@ -140,7 +140,9 @@ def validate(config: DQNConfig) -> DQNConfig:
           f">= one iteration's transitions, num_envs * env_steps ({t.num_envs * t.env_steps})",
           t.replay_capacity)
     weights = opponent_weights(t)
-    check(sum(weights) > 0, "train.opponent_random", "opponent weights not all 0", weights)
+    check(sum(weights) > 0,
+          "train.opponent_random, train.opponent_win, train.opponent_lookahead and "
+          "train.opponent_self", "opponent weights not all 0", weights)
     return config
 
 

@@ -2,7 +2,10 @@
 themselves "AMD EPYC" are told apart by family, model and vector extensions; the
 command a result records is one a shell takes back."""
 
+import argparse
 import shlex
+
+import pytest
 
 from bench import bench_env
 
@@ -55,3 +58,11 @@ def test_the_recorded_command_survives_being_pasted_into_a_shell():
     line = bench_env.command_line("bench.time_to_strength", argv)
     assert line.startswith("python -m bench.time_to_strength ")
     assert shlex.split(line) == ["python", "-m", "bench.time_to_strength", *argv]
+
+
+def test_at_least_takes_whole_numbers_from_its_bound():
+    positive = bench_env.at_least(1)
+    assert positive("1") == 1 and positive("1000") == 1000
+    for bad in ("0", "-5", "x", "1.5", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"allowed: a whole number >= 1"):
+            positive(bad)

@@ -45,6 +45,9 @@ def test_finish_and_table_report_each_row_against_its_own_one_device_rate():
     (["--devices", "1,x"], "comma-separated integers"),
     (["--devices", "1,3", "--global-batch", "256"], "does not divide"),
     (["--repeats", "0"], "--repeats"),
+    (["--warmup", "0"], "--warmup: must be >= 1"),  # the compile would be timed
+    # The 2-process rows put an odd global batch on 2 devices.
+    (["--devices", "1", "--global-batch", "255"], "does not divide by device counts [2]"),
 ])
 def test_bad_arguments_are_rejected_naming_the_flag(argv, message, usage_error):
     assert message in usage_error(scaling.parse_args, argv)

@@ -101,3 +101,27 @@ def test_points_are_reused_only_for_the_same_weights(tmp_path, monkeypatch, caps
     assert measured[2:] == [f"{agent}@0", f"{agent}@4"]
     record = json.loads(out.with_suffix(".json").read_text())
     assert record["weights"] == checksums["files"][exported.VARIABLES_FILE]
+
+
+def test_a_training_run_is_pinned_to_one_checkpoint(tiny_run, tmp_path, monkeypatch, capsys):
+    """`--agent RUN` plays the checkpoint chosen when the sweep starts, named in every
+    point; a resumed sweep reuses the points of that checkpoint only."""
+    measured = []
+    monkeypatch.setattr(simulations, "measure",
+                        lambda spec, **kw: measured.append(spec) or _fake_point(spec))
+    pinned = simulations.pinned(str(tiny_run))
+    run_dir, step = pinned.rsplit(":", 1)
+    assert run_dir == str(tiny_run) and step.isdigit()
+    assert simulations.pinned("mcts-8") == "mcts-8"
+    out = tmp_path / "sweep"
+    argv = ["--agent", str(tiny_run), "--sims", "0,2", "--rollouts", "none", "--out", str(out)]
+    assert simulations.main(argv) == 0
+    assert measured == [f"{pinned}@0", f"{pinned}@2"]
+    assert json.loads(out.with_suffix(".json").read_text())["agent"] == pinned
+    assert simulations.main(argv) == 0 and len(measured) == 2  # the same checkpoint
+    capsys.readouterr()
+    for bad in ("0", "-5"):  # -5 used to judge all but the last 5 positions
+        with pytest.raises(SystemExit):
+            simulations.main([*argv, "--positions", bad])
+        assert f"--positions: got '{bad}', allowed: a whole number >= 1" in (
+            capsys.readouterr().err)

@@ -26,6 +26,9 @@ def test_the_first_checkpoint_at_or_below_each_target_counts():
     (["--sets", "L1_R1,L9_R9"], "--sets: got ['L9_R9']"),
     (["--sims", "-1"], "--sims: got -1"),
     (["--minutes", "0"], "--minutes: got 0, allowed: a number > 0"),
+    # -5 judged all but the last 5 positions; 0 failed after the whole training.
+    (["--positions", "-5"], "--positions: got '-5', allowed: a whole number >= 1"),
+    (["--positions", "0"], "--positions: got '0', allowed: a whole number >= 1"),
 ])
 def test_bad_arguments_name_the_flag(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:

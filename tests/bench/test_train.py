@@ -44,6 +44,24 @@ def test_as_shipped_refuses_what_it_cannot_time(extra, usage_error):
     assert "--xla-paths as-shipped" in err
 
 
+@pytest.mark.parametrize("flag", ["--blocks", "--channels", "--sims", "--batch", "--steps",
+                                  "--minibatch", "--sgd-steps", "--repeats"])
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_a_size_below_one_is_refused_naming_the_flag(flag, value, usage_error):
+    """0 used to fall back to the preset's value (``args.x or preset``) and --repeats 0
+    crashed after compiling; each is now an error at once."""
+    err = usage_error(bench_train.parse_args, [flag, value])
+    assert f"argument {flag}: got '{value}', allowed: a whole number >= 1" in err
+
+
+def test_a_config_that_does_not_load_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench_train.main(["--config", "nope"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: --config nope: no such file; presets: cpu, gpu, strong, tiny, tpu\n")
+
+
 @pytest.mark.slow
 def test_the_in_process_run_times_both_pipelines_the_floor_and_the_iteration(tmp_path, capsys):
     out = tmp_path / "r.json"

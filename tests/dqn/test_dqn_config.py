@@ -97,7 +97,9 @@ def test_rules_across_fields():
         dqn_config.validate(dataclasses.replace(cfg, train=small))
     idle = dataclasses.replace(cfg.train, opponent_random=0.0, opponent_win=0.0,
                                opponent_lookahead=0.0, opponent_self=0.0)
-    with pytest.raises(ValueError, match="opponent weights not all 0"):
+    with pytest.raises(ValueError, match=r"config field train\.opponent_random, "
+                       r"train\.opponent_win, train\.opponent_lookahead and "
+                       r"train\.opponent_self: .*opponent weights not all 0"):
         dqn_config.validate(dataclasses.replace(cfg, train=idle))
     with pytest.raises(ValueError, match="config field algorithm: got 'az', allowed: dqn"):
         dqn_config.validate(dataclasses.replace(cfg, algorithm="az"))
