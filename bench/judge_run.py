@@ -21,8 +21,13 @@ next to ``--out`` (``OUT_<suffix>.json``), cheapest and most telling first:
 | ``empty_low`` | the same at 64 | ``64_vs_perfect_empty20`` |
 | ``sets_high`` | the six full sets at 600 | ``600`` |
 
-A stage whose JSON is already there is skipped, so a battery that was stopped
-resumes where it stopped (``--force`` runs every stage again). About 15 minutes
+The checkpoint is chosen once, when the battery starts (``runs/X`` becomes
+``runs/X:STEP``), so a run that trains on meanwhile does not mix checkpoints. A
+stage whose JSON is already there is skipped, so a battery that was stopped
+resumes where it stopped, when the JSON holds that checkpoint's results (and
+the same opponent and positions); one of another checkpoint, run or
+``--positions`` is an error that names both (``--force`` runs every stage
+again). About 15 minutes
 for a ``strong``-preset network on a 2-core CPU, most of it in ``perfect`` and
 ``sets_high``. At the end (or alone, with ``--report PREFIX``) it prints the
 record's two tables, Markdown: the full-set mistake rates by simulations, and
@@ -48,6 +53,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from c4jax import evaluate
+from c4jax.judge import registry
 
 STAGES = ("sets", "h2h", "perfect", "empty", "empty_low", "sets_high")
 
@@ -110,6 +116,41 @@ def stages(run: str, settings: Settings) -> list[Stage]:
 
 def output(prefix: str | Path, stage: Stage) -> Path:
     return Path(f"{prefix}_{stage.suffix}.json")
+
+
+def pinned(run: str) -> str:
+    """``RUN_DIR`` or ``RUN_DIR:STEP`` (also ``:last``, ``:best``) as ``RUN_DIR:STEP``,
+    the checkpoint resolved once (no step: the newest), as the agents name it.
+
+    Raises:
+        ValueError: not a run directory, or no such checkpoint.
+    """
+    ckpt = run if ":" in Path(run).name else f"{run}:last"
+    return registry.make_agent(f"{ckpt}@0").name.rsplit("@", 1)[0]
+
+
+def expected(stage: Stage, ckpt: str, settings: Settings) -> dict:
+    """What the JSON of ``stage`` holds when it judged ``ckpt`` (``RUN_DIR:STEP``)
+    with ``settings``: the agents' names, and a solver stage's positions."""
+    low, high = settings.low, settings.high
+    if stage.name in ("sets", "sets_high"):
+        sims = (0, low) if stage.name == "sets" else (high,)
+        return {"agents": [f"{ckpt}@{n}" for n in sims], "positions": settings.positions}
+    sims = low if stage.name in ("h2h", "empty_low") else high
+    want = {"a": f"{ckpt}@{sims}"}
+    if stage.name == "h2h":
+        want["b"] = registry.make_agent(f"{settings.against}@{low}").name
+    return want
+
+
+def mismatch(data: dict | None, want: dict) -> str | None:
+    """Why a stage's JSON is not the result wanted, or None when it is."""
+    if data is None:
+        return "no readable JSON"
+    for key, value in want.items():
+        if data.get(key, "(none)") != value:
+            return f"{key} {data.get(key, '(none)')!r}, not {value!r}"
+    return None
 
 
 # --- The report: the record's tables from the JSON files. ---
@@ -283,6 +324,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings
         parser.error(f"--empty-games: got {args.empty_games}, allowed: an even number")
     if "@" in args.against:
         parser.error(f"--against: got {args.against!r}; the simulations come from --low")
+    try:  # an agent that searches: it plays with --low simulations
+        registry.parse_spec(f"{args.against}@{args.low}")
+    except ValueError:
+        parser.error(f"--against: got {args.against!r}, allowed: an agent that searches "
+                     "(pretrained, RUN_DIR[:STEP] or an exported network's directory)")
     settings = Settings(low=args.low, high=args.high, empty_games=args.empty_games,
                         openings=args.openings, against=args.against,
                         positions=args.positions)
@@ -294,10 +340,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report is not None:
         print(report([args.report, *args.compare], settings))
         return 0
-    todo = [s for s in stages(args.run, settings) if s.name in args.stages]
+    try:
+        ckpt = pinned(args.run)
+    except ValueError as err:
+        print(f"error: {registry.short_error(err)}", file=sys.stderr)
+        return 2
+    print(f"judging {ckpt}", flush=True)
+    todo = [s for s in stages(ckpt, settings) if s.name in args.stages]
     for i, stage in enumerate(todo, 1):
         path = output(args.out, stage)
         if path.exists() and not args.force:
+            why = mismatch(_load(path), expected(stage, ckpt, settings))
+            if why is not None:
+                print(f"error: {path} is not the {stage.name} stage of {ckpt} ({why}): "
+                      "give another --out, or --force to measure it again", file=sys.stderr)
+                return 2
             print(f"[{i}/{len(todo)}] {stage.name}: {path} exists, skipped", flush=True)
             continue
         command = " ".join(repr(a) if not a or " " in a else a for a in stage.argv)

@@ -65,6 +65,10 @@ def test_missing_files_are_na_not_an_error(tmp_path):
     (["runs/X", "--out", "o", "--empty-games", "3"], "--empty-games: got 3"),
     (["runs/X", "--out", "o", "--low", "0"], "--low: got '0'"),
     (["runs/X", "--out", "o", "--against", "pretrained@64"], "--against: got"),
+    # A reference agent cannot play "@64": refused before the first stage, not at h2h.
+    (["runs/X", "--out", "o", "--against", "random"],
+     "--against: got 'random', allowed: an agent that searches"),
+    (["runs/X", "--out", "o", "--against", "mcts-200"], "--against: got 'mcts-200'"),
 ])
 def test_bad_arguments_name_the_flag(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -98,3 +102,22 @@ def test_a_tiny_run_is_judged_and_a_second_call_resumes(tiny_run, tmp_path, caps
     assert printed.count("exists, skipped") == 5
     assert "sets_high: python -m c4jax.evaluate solver" in printed
     assert (out.parent / "tiny_3.json").is_file()
+    # The checkpoint is pinned once, and a file of another one (or of other
+    # positions) is not taken for this one's.
+    ckpt = judge_run.pinned(str(tiny_run))
+    assert ckpt.startswith(f"{tiny_run}:") and ckpt.rsplit(":", 1)[1].isdigit()
+    assert f"judging {ckpt}" in printed
+    h2h = out.parent / "tiny_vs_pretrained_2_every1.json"
+    assert json.loads(h2h.read_text())["a"] == f"{ckpt}@2"
+    for key, other in (("a", f"{tiny_run}:1@2"), ("b", "runs/elsewhere:5@2")):
+        data = json.loads(h2h.read_text())
+        h2h.write_text(json.dumps({**data, key: other}))
+        assert judge_run.main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"is not the h2h stage of {ckpt} ({key} '{other}'" in err
+        h2h.write_text(json.dumps(data))
+    sets = out.parent / "tiny_0_2.json"
+    sets.write_text(json.dumps({**json.loads(sets.read_text()), "positions": 9}))
+    assert judge_run.main(argv) == 2
+    assert "is not the sets stage of" in capsys.readouterr().err
+    assert judge_run.main([*argv, "--force", "--stages", "sets"]) == 0
