@@ -123,9 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "web":
         return _web(args)
 
-    run, _, step_text = args.run.partition(":")
     try:
-        step = _step(args.run, run, step_text)
+        run, step = _run_and_step(args.run)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -133,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.results:
         try:
             results = json.loads(Path(args.results).read_text())
-        except (OSError, json.JSONDecodeError) as err:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
             print(f"error: --results {args.results}: {err}", file=sys.stderr)
             return 2
     try:
@@ -163,17 +162,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _step(spec: str, run: str, step_text: str) -> int | None:
-    """The STEP of ``RUN_DIR:STEP``: an iteration, ``last`` (the newest checkpoint's), or
-    None for ``best`` or none given (the loaders' default, the best checkpoint).
+def _run_and_step(spec: str) -> tuple[str, int | None]:
+    """``RUN_DIR`` or ``RUN_DIR:STEP`` as the loaders take it: the run, and its STEP (an
+    iteration, ``last``: the newest checkpoint's, or None for ``best`` or none given:
+    the loaders' default, the best checkpoint). As in agent specs, a directory whose
+    name holds ``:`` is the run, and otherwise STEP follows the last ``:``.
 
     Raises:
-        ValueError: not a whole number up to ``inputs.MAX_STEP`` (``InputError``), or
-            ``last`` of a directory without checkpoints.
+        ValueError: an empty STEP, one not a whole number up to ``inputs.MAX_STEP``
+            (``InputError``), or ``last`` of a directory without checkpoints.
     """
-    if not step_text or step_text in inputs.STEP_WORDS:
-        return registry.resolve_step(run, step_text or None)
-    return inputs.parse_count(step_text, name=f"{spec}: STEP", high=inputs.MAX_STEP)
+    try:
+        whole = Path(spec).is_dir()
+    except (OSError, ValueError):  # a name the system cannot look up: no directory
+        whole = False
+    run, colon, step_text = ("", "", "") if whole else spec.rpartition(":")
+    if not colon:
+        return spec, None
+    if step_text in inputs.STEP_WORDS:
+        return run, registry.resolve_step(run, step_text)
+    return run, inputs.parse_count(step_text, name=f"{spec}: STEP", high=inputs.MAX_STEP)
 
 
 def _web(args: argparse.Namespace) -> int:
@@ -192,8 +200,8 @@ def _web(args: argparse.Namespace) -> int:
         if args.run is None:
             checkpoint, source = exported.load_exported(), "the pretrained agent"
         else:
-            run, _, step_text = args.run.partition(":")
-            checkpoint = checkpoints.restore_variables(run, _step(args.run, run, step_text))
+            run, step = _run_and_step(args.run)
+            checkpoint = checkpoints.restore_variables(run, step)
             source = f"run {Path(run).resolve().name}"
         ort_dir = onnx_export.ort_dist(args.ort_dir)
         out = onnx_export.write_web_page(checkpoint, args.out_dir, ort_dir, source)

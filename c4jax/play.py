@@ -175,8 +175,13 @@ def format_analysis(analysis, mark: str = "") -> str:
     def row(name, cells):
         return f"{name:<8}" + "".join(f"{c:>7}" for c in cells)
 
-    legal = [p > 0 or (analysis.visits is not None and analysis.visits[c] > 0)
-             for c, p in enumerate(analysis.policy)]
+    # Legal: a policy, visits or a value (a value-based agent's policy is one-hot).
+    legal = [
+        p > 0
+        or (analysis.visits is not None and analysis.visits[c] > 0)
+        or (analysis.q is not None and not math.isnan(analysis.q[c]))
+        for c, p in enumerate(analysis.policy)
+    ]
     lines = [head, row("column", [str(c + 1) for c in range(NUM_COLS)])]
     lines.append(row("policy", [
         f"{100 * p:.1f}%" if ok else "-" for p, ok in zip(analysis.policy, legal, strict=True)

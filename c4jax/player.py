@@ -121,6 +121,7 @@ class Player:
         self.variables = variables
         self.num_simulations = num_simulations
         self.step = step
+        self.seed = seed
         self._key = jax.random.key(seed)
         apply_fn = network.make_apply_fn(network.make_network(config.network))
         search_config = dataclasses.replace(config.search, num_simulations=num_simulations)
@@ -200,9 +201,11 @@ class Player:
         return cls.from_checkpoint(run_dir, num_simulations=num_simulations, step=step)
 
     def with_simulations(self, num_simulations: int) -> Player:
-        """The same network with another number of simulations (a new search to compile)."""
+        """The same network with another number of simulations (a new search to compile),
+        its random stream started again from this player's seed."""
         return Player(
-            self.config, self.variables, num_simulations=num_simulations, step=self.step
+            self.config, self.variables, num_simulations=num_simulations, seed=self.seed,
+            step=self.step,
         )
 
     @property

@@ -152,7 +152,7 @@ def elapsed_minutes(records: Sequence[dict]) -> tuple[list[float], list[float]]:
         return [], []
     xs, minutes, total = [0.0], [0.0], 0.0
     for step, sec in sorted(zip(steps, seconds, strict=True)):
-        if step <= xs[-1]:  # a repeated or out-of-order step: keep the first
+        if step <= xs[-1]:  # a repeated step (sorted: its shortest time is kept) or step 0
             continue
         total += max(sec, 0.0) / 60
         xs.append(step)

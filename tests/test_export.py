@@ -3,6 +3,7 @@ from c4jax itself, never from the working directory."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -15,6 +16,7 @@ from commands import run_main
 
 import c4jax
 from c4jax import export
+from c4jax.judge import registry
 from c4jax.store import checkpoints, exported
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,8 +133,12 @@ def test_damaged_or_missing_exports_give_a_clear_error(tiny_run, tmp_path):
 def test_bad_arguments_exit_2_without_a_traceback(tiny_run, tmp_path, capsys):
     """In this process (``export.main``; the tests above start the command line)."""
     huge = f"{tiny_run}:" + "9" * 100_000
+    binary = tmp_path / "model.onnx"
+    binary.write_bytes(b"\xff\xfe\x00")
     for args in [(f"{tiny_run}:x", tmp_path / "a"), (tmp_path / "nothing", tmp_path / "b"),
-                 (f"{tiny_run}:²", tmp_path / "c"), (huge, tmp_path / "d")]:
+                 (f"{tiny_run}:²", tmp_path / "c"), (huge, tmp_path / "d"),
+                 (f"{tiny_run}:", tmp_path / "e"),  # an empty STEP is not the best
+                 (tiny_run, tmp_path / "f", "--results", binary)]:
         code, _, err = run_main(export.main, ["network", *map(str, args)], capsys)
         assert code == 2 and err.startswith("error:"), err
         assert "Traceback" not in err and err.count("\n") == 1, err[:500]
@@ -140,12 +146,26 @@ def test_bad_arguments_exit_2_without_a_traceback(tiny_run, tmp_path, capsys):
             assert "STEP: got '²', allowed: a whole number" in err
         if args[0] == huge:  # a step no run reaches: refused before any checkpoint is read
             assert "allowed: 0-1000000000" in err, err
+        if "--results" in args:
+            assert f"--results {binary}" in err, err
+    assert not any((tmp_path / name).exists() for name in "abcdef")
+
+
+@pytest.mark.slow
+def test_a_run_directory_named_with_a_colon(tiny_run, tmp_path, capsys):
+    """As in agent specs: the whole name when it is a directory, else STEP after the last ':'."""
+    run = tmp_path / "exp:1"
+    shutil.copytree(tiny_run, run)
+    newest = registry.newest_step(run)
+    for spec, out in ((str(run), "best"), (f"{run}:last", "last"), (f"{run}:{newest}", "n")):
+        code, stdout, err = run_main(export.main, ["network", spec, str(tmp_path / out)], capsys)
+        assert code == 0, err
+        assert json.loads((tmp_path / out / "info.json").read_text())["source_run"] == "exp:1"
+    assert f"(step {newest}," in stdout
 
 
 @pytest.mark.slow
 def test_a_step_may_be_named_last_or_best_as_in_agent_specs(tiny_run, tmp_path, capsys):
-    from c4jax.judge import registry
-
     reader = checkpoints.open_for_reading(tiny_run)
     best = checkpoints.best_step(reader)
     reader.close()

@@ -275,6 +275,15 @@ def test_format_analysis_marks_the_chosen_column():
     assert "the most visited move" in lines[-1]
 
 
+def test_format_analysis_of_a_value_based_agent_shows_every_open_column():
+    """A one-hot policy and no visits: the open columns are those with a value."""
+    q = np.array([0.1, -0.2, np.nan, 0.5, 0.0, 0.0, -0.1], np.float32)  # column 3 full
+    policy = np.eye(7, dtype=np.float32)[3]
+    lines = play.format_analysis(Analysis(policy, 0.5, 3, q=q, rule="the highest Q")).splitlines()
+    assert lines[2].split()[1:] == ["0.0%", "0.0%", "-", "100.0%", "0.0%", "0.0%", "0.0%"]
+    assert lines[3].split()[1:] == ["+0.10", "-0.20", "-", "+0.50", "+0.00", "+0.00", "-0.10"]
+
+
 def test_game_from_a_position_and_a_rematch():
     # From "23" (x to move) the human plays x and stacks four in column 7 while
     # the agent fills column 1; rematch, the agent plays x this time, and the

@@ -137,6 +137,21 @@ def test_with_simulations_shares_the_network(player):
 
 
 @pytest.mark.slow
+def test_with_simulations_keeps_the_seed(tiny_run):
+    seeded = Player.from_checkpoint(tiny_run, num_simulations=16, seed=7)
+    other = seeded.with_simulations(0)
+    fresh = Player(seeded.config, seeded.variables, num_simulations=0, seed=7)
+    assert other.seed == 7
+    # the same random stream as a new player with that seed: the same tie-breaks
+    np.testing.assert_array_equal(
+        jax.random.key_data(other._key), jax.random.key_data(fresh._key)
+    )
+    assert not np.array_equal(
+        jax.random.key_data(other._key), jax.random.key_data(jax.random.key(0))
+    )
+
+
+@pytest.mark.slow
 def test_loading_prints_no_absl_warnings(tiny_run, caplog):
     with caplog.at_level(logging.WARNING):
         Player.from_checkpoint(tiny_run, num_simulations=0)

@@ -119,17 +119,13 @@ def _bad_spec(spec: str, why: str) -> ValueError:
     return ValueError(f"bad agent spec {inputs.shown(spec)}: {why}. Allowed: {AGENT_FORMS}")
 
 
-def _exists(path: str) -> bool:
-    """Whether ``path`` exists; False for a name the system cannot look up (too long,
-    a NUL byte) rather than an OSError."""
-    try:
-        return Path(path).exists()
-    except (OSError, ValueError):
-        return False
-
-
 def _is_dir(path: str) -> bool:
-    """Whether ``path`` is a directory; False where ``_exists`` says False."""
+    """Whether ``path`` names a directory: False for ``''`` (not the current one) and
+    for a name the system cannot look up (too long, a NUL byte) rather than an OSError.
+    A reference agent's name steps aside only for a directory (a run named like it),
+    never for a file of that name."""
+    if not path:
+        return False
     try:
         return Path(path).is_dir()
     except (OSError, ValueError):
@@ -186,7 +182,7 @@ def _parse_word(word: str) -> Callable[[str], AgentSpec | None]:
 
 def _parse_mcts(spec: str) -> AgentSpec | None:
     kind, dash, arg = spec.partition("-")
-    if kind != "mcts" or _exists(spec):
+    if kind != "mcts" or _is_dir(spec):
         return None
     sims = (
         DEFAULT_MCTS_SIMULATIONS if not dash
@@ -197,7 +193,7 @@ def _parse_mcts(spec: str) -> AgentSpec | None:
 
 def _parse_minimax(spec: str) -> AgentSpec | None:
     kind, dash, arg = spec.partition("-")
-    if kind != "minimax" or _exists(spec):
+    if kind != "minimax" or _is_dir(spec):
         return None
     depth = (
         DEFAULT_MINIMAX_DEPTH if not dash else _parse_int(spec, arg, "depth", 1, MAX_MINIMAX_DEPTH)
@@ -232,7 +228,7 @@ def _sims(spec: str, text: str) -> int:
 
 def _parse_pretrained(spec: str) -> AgentSpec | None:
     word, at, sims = spec.partition("@")
-    if word != "pretrained" or _exists(spec):
+    if word != "pretrained" or _is_dir(spec):
         return None
     sims_value = _sims(spec, sims) if at else None
     return AgentSpec(kind="pretrained", sims=sims_value)
@@ -240,7 +236,7 @@ def _parse_pretrained(spec: str) -> AgentSpec | None:
 
 def _parse_dqn(spec: str) -> AgentSpec | None:
     prefix, colon, rest = spec.partition(":")
-    if prefix != "dqn" or not colon or _exists(spec):
+    if prefix != "dqn" or not colon or _is_dir(spec):
         return None
     path, colon, step = rest.rpartition(":") if ":" in rest else (rest, "", "")
     if not _is_dir(path):
@@ -412,16 +408,15 @@ def make_agent(spec: str, *, tell: Callable[[str], None] | None = None) -> Named
         and parsed.step is None
         and not exported.is_exported(parsed.run_dir)  # one network, nothing to choose
     ):
-        step = _step_in_name(named.name, parsed.kind)
+        step = _step_in_name(named.name)
         tell(checkpoint_note(parsed.run_dir, step, newest=_last_spec(parsed)))
     return named
 
 
-def _step_in_name(name: str, kind: str) -> int:
-    """The checkpoint step in a run agent's name: ``RUN:STEP@SIMS`` or ``dqn:RUN:STEP``."""
-    if kind == "run":
-        name = name.rsplit("@", 1)[0]
-    return int(name.rsplit(":", 1)[1])
+def _step_in_name(name: str) -> int:
+    """The checkpoint step in a run agent's name: ``RUN:STEP@SIMS`` or ``dqn:RUN:STEP``,
+    read from the end (the directory's name may hold ``:`` or ``@``)."""
+    return int(re.search(r":(\d+)(?:@\d+)?$", name).group(1))
 
 
 def _last_spec(parsed: AgentSpec) -> str:
@@ -479,7 +474,7 @@ def make_run_agent(
     """
     named = _run_agent(str(run_dir), resolve_step(run_dir, step), sims)
     if tell is not None and step in (None, BEST):
-        tell(checkpoint_note(run_dir, _step_in_name(named.name, "run"), newest=f"{run_dir}:{LAST}"))
+        tell(checkpoint_note(run_dir, _step_in_name(named.name), newest=f"{run_dir}:{LAST}"))
     return named
 
 

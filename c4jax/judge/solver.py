@@ -64,7 +64,12 @@ class PonsSet:
         return jax.device_put(states_from_moves(self.moves))
 
     def head(self, n: int | None) -> PonsSet:
-        """The first ``n`` positions (all if ``n`` is None)."""
+        """The first ``n`` positions (all if ``n`` is None).
+
+        Raises:
+            ValueError: ``n`` below 1.
+        """
+        _check_positions(n)
         if n is None or n >= len(self):
             return self
         return dataclasses.replace(
@@ -384,6 +389,12 @@ def expected_random_mistake_rate(pons_set: PonsSet, *, nontrivial_only: bool = F
 
 # --- Evaluating an agent. ---
 
+def _check_positions(n: int | None) -> None:
+    """Refuses a count of positions below 1 (None: all of them)."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1):
+        raise ValueError(f"max_positions: got {n!r}, allowed: None (all) or a whole number >= 1")
+
+
 def choose_moves(
     agent: Agent, key: jax.Array, pons_set: PonsSet, *, batch_size: int | None = None
 ) -> np.ndarray:
@@ -426,7 +437,11 @@ def evaluate_agent(
 
     Returns:
         ``{set name: summarize(...) dict}`` (see ``summarize``).
+
+    Raises:
+        ValueError: ``max_positions`` below 1, before any set is loaded.
     """
+    _check_positions(max_positions)
     results = {}
     for i, name in enumerate(set_names):
         pons_set = _load_packaged(name).head(max_positions)

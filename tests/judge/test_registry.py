@@ -1,6 +1,8 @@
 """The agent registry: spec parsing, errors that list the forms, building agents."""
 
 import functools
+import shutil
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -41,6 +43,24 @@ def test_parse_spec_dqn_forms(tmp_path):
         registry.parse_spec(f"dqn:{tmp_path / 'nope'}")
     with pytest.raises(ValueError, match="checkpoint step 'x' is not a whole number"):
         registry.parse_spec(f"dqn:{run}:x")
+
+
+def test_dqn_without_a_run_directory_is_refused():
+    """``dqn:`` is not the current directory."""
+    for spec in ("dqn:", "dqn::5"):
+        with pytest.raises(ValueError, match="no run directory ''"):
+            registry.parse_spec(spec)
+
+
+def test_a_file_does_not_hide_a_reference_agent_but_a_directory_does(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("minimax", "mcts-50", "pretrained@8"):
+        (tmp_path / name).touch()
+    assert registry.parse_spec("minimax") == registry.AgentSpec(kind="minimax", value=5)
+    assert registry.parse_spec("mcts-50") == registry.AgentSpec(kind="mcts", value=50)
+    assert registry.parse_spec("pretrained@8") == registry.AgentSpec(kind="pretrained", sims=8)
+    (tmp_path / "mcts").mkdir()  # a run named like the agent: the run
+    assert registry.parse_spec("mcts") == registry.AgentSpec(kind="run", run_dir=Path("mcts"))
 
 
 def test_parse_spec_run_forms(tmp_path):
@@ -281,6 +301,18 @@ def test_an_exported_network_is_an_agent_that_plays_like_its_run(tiny_run, tmp_p
     )
     with pytest.raises(ValueError, match="exported network, which holds one step: drop :STEP"):
         registry.make_agent(f"{out}:3@0")
+
+
+@pytest.mark.slow
+def test_the_note_for_a_value_based_run_in_a_directory_named_with_at(tiny_dqn_run, tmp_path):
+    """``dqn:RUN:STEP`` names are read from the end: the directory may hold ``@``."""
+    run = tmp_path / "a@b"
+    shutil.copytree(tiny_dqn_run, run)
+    told = []
+    named = registry.make_agent(str(run), tell=told.append)
+    step = int(named.name.rsplit(":", 1)[1])
+    assert named.name == f"dqn:{run}:{step}"
+    assert told == [registry.checkpoint_note(run, step, newest=f"{run}:last")]
 
 
 @pytest.mark.slow

@@ -157,6 +157,18 @@ def test_lookahead_improves_on_random_and_batching_is_consistent():
     np.testing.assert_array_equal(whole, np.argmax(s.legal, axis=1))
 
 
+def test_a_count_of_positions_below_one_is_refused():
+    """Not a silent slice (``head(-1)`` was 999 of 1000) nor a bare error from inside."""
+    key = jax.random.PRNGKey(0)
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match="max_positions: got"):
+            solver.evaluate_agent(baselines.random_agent, key, ["L3_R1"], bad)
+        with pytest.raises(ValueError, match="max_positions: got"):
+            solver.load_set("L3_R1").head(bad)
+    assert len(solver.load_set("L3_R1").head(1)) == 1
+    assert len(solver.load_set("L3_R1").head(None)) == 1000
+
+
 def test_partial_agents_reuse_the_compiled_function():
     def biased(bias, key, state):
         logits = jnp.where(env.legal_action_mask(state), bias, -jnp.inf)
