@@ -195,7 +195,8 @@ def sample_shard(
 
     Args:
         data: [C / S] the rows of shard ``shard``.
-        size: [] int32 the whole buffer's ``size`` (>= 1).
+        size: [] int32 the whole buffer's ``size`` (>= S: every shard holds a
+            position; an empty shard's draws are its unwritten rows).
         shard: [] int32 which shard, 0..S-1.
         shards: S.
         key: PRNG key (its own per shard).

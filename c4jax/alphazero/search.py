@@ -358,7 +358,10 @@ def make_search(apply_fn: ApplyFn, config: SearchConfig, *, batched_leaves: bool
             policy=policy,
             root_value=jnp.where(live, root_value, terminal_value(state)).astype(jnp.float32),
             policy_value=jnp.where(live, policy_value, terminal_value(state)).astype(jnp.float32),
-            qvalues=qvalues.astype(jnp.float32),
+            # A finished root: every move's Q is its (exact) root_value, as documented.
+            qvalues=jnp.where(
+                live[:, None], qvalues, terminal_value(state)[:, None]
+            ).astype(jnp.float32),
             visit_counts=jnp.where(live[:, None], visit_counts, 0).astype(jnp.int32),
             child_logits=children[0].astype(jnp.float32),
             child_value=children[1].astype(jnp.float32),

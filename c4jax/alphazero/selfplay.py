@@ -16,13 +16,14 @@ These options widen what the network learns from:
   result reflects a random move; by default (``opening_targets="drop"``) the
   random moves are played at once when a game starts (``random_openings``),
   so no search is spent on them (about a fifth of the searches with K = 12).
-  The random moves end no game (a move that would is drawn again). A chunk
+  These random moves end no game (a move that would is drawn again). A chunk
   draws R = 2 openings for each of its B game slots when it starts and
   evaluates them once (for the roots, see below); a slot's games that start in
   the chunk take its openings in turn (a third start in one chunk takes the
   first again), so no slot reads another's. With ``opening_targets="search"`` the random
   moves are played one a step, searched, and trained on: the search policy is
   the policy target and the search value (``policy_value``) the value target.
+  They are played as drawn there, so a random move may end its game.
 * ``value_target_q = w``: the value target is ``(1 - w) z + w q``, with ``z``
   the game result and ``q`` the search's value of its improved policy
   (``SearchOutput.policy_value``).
@@ -363,6 +364,14 @@ def make_selfplay(
 
     if opening_targets not in ("drop", "search"):
         raise ValueError(f"opening_targets: 'drop' or 'search', got {opening_targets!r}")
+    if num_steps < 1:
+        raise ValueError(f"num_steps: >= 1, got {num_steps!r}")
+    if not 0 <= random_opening_moves <= env.NUM_CELLS - 1:
+        raise ValueError(f"random_opening_moves: in [0, 41], got {random_opening_moves!r}")
+    if not 0 <= value_target_q <= 1:
+        raise ValueError(f"value_target_q: in [0, 1], got {value_target_q!r}")
+    if not 0 <= surprise_start_moves <= env.NUM_CELLS - 1:
+        raise ValueError(f"surprise_start_moves: in [0, 41], got {surprise_start_moves!r}")
     if not 0 <= value_target_lambda < 1:
         raise ValueError(f"value_target_lambda: in [0, 1), got {value_target_lambda!r}")
     if not 0 <= value_length_shaping < 1:

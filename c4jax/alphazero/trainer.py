@@ -233,6 +233,13 @@ class Trainer:
         optimizer = learner.make_optimizer(t, total_steps)
         return learner.make_sgd_step(self.network, optimizer, t)(learner_state, batch)
 
+    def ready_to_learn(self, size: jax.Array) -> jax.Array:
+        """[] bool: whether a buffer of ``size`` positions is one to learn from: it
+        holds ``train.min_replay_size`` of them, and one in every replay shard (with
+        S shards device d draws from its own rows: an empty shard's draws would be
+        rows never written, empty boards valued 0)."""
+        return size >= max(self.config.train.min_replay_size, self.replay_shards)
+
     def learn(
         self, learner_state: learner.LearnerState, buffer: replay.ReplayBuffer, key: jax.Array,
         num_iterations: int | jax.Array | None = None, window: jax.Array | None = None,
@@ -302,7 +309,7 @@ class Trainer:
                                             window)
         # A select, not lax.cond: XLA:CPU is slow on gradients inside a cond
         # branch too. Only the first iterations, before any game ends, discard.
-        ready_to_learn = buffer.size >= max(t.min_replay_size, 1)
+        ready_to_learn = self.ready_to_learn(buffer.size)
         learner_state = jax.tree.map(
             lambda new, old: jnp.where(ready_to_learn, new, old), learned, state.learner
         )

@@ -212,6 +212,17 @@ def test_legal_moves_and_policy(algorithm, evaluation):
     assert out.action[FINISHED_INDEX] == 0
     assert np.all(out.policy[FINISHED_INDEX] == 0)
     assert out.root_value[FINISHED_INDEX] == -1.0
+    # and each move's Q is that root value, as for an unvisited move (not the network's)
+    np.testing.assert_array_equal(out.qvalues[FINISHED_INDEX], np.full(7, -1.0, np.float32))
+
+
+@pytest.mark.parametrize("num_simulations", [0, 4])
+def test_a_finished_root_has_its_exact_value_in_every_field(num_simulations):
+    """The network alone and the shallow search, as the 200-simulation tree above."""
+    out = _result("gumbel", False, num_simulations=num_simulations)
+    assert out.root_value[FINISHED_INDEX] == out.policy_value[FINISHED_INDEX] == -1.0
+    np.testing.assert_array_equal(out.qvalues[FINISHED_INDEX], np.full(7, -1.0, np.float32))
+    assert np.all(out.visit_counts[FINISHED_INDEX] == 0)
 
 
 @pytest.mark.parametrize("algorithm, evaluation", MODES)

@@ -272,6 +272,22 @@ def test_opening_targets_must_be_drop_or_search():
         selfplay.make_selfplay(_scripted, num_steps=2, opening_targets="keep")
 
 
+@pytest.mark.parametrize("field, bad", [
+    ("num_steps", 0),  # no move searched: the metrics' shares would be 0 / 0
+    ("value_target_q", 1.5),  # a lost game with q = 1 would get the target 2
+    ("value_target_q", -0.1),
+    ("random_opening_moves", -1),
+    ("random_opening_moves", 42),
+    ("surprise_start_moves", -1),  # the pool would never fill
+])
+def test_arguments_out_of_range_are_refused_by_name(field, bad):
+    kwargs = {"num_steps": 2, field: bad}
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        selfplay.make_selfplay(_scripted, **kwargs)
+    kwargs[field] = {"num_steps": 1, "value_target_q": 1.0}.get(field, 0)  # the edge is fine
+    selfplay.make_selfplay(_scripted, **kwargs)
+
+
 def _counting_selfplay(algorithm, num_simulations, reuse, max_considered=7,
                        opening_targets="drop"):
     """A real-network self-play whose network counts the positions it evaluates."""

@@ -232,6 +232,7 @@ print(json.dumps({
     "stored_prefix_filled": bool(np.allclose(stored[:size], 1)),
     "ordered_prefix_filled": bool(np.allclose(in_order[:size], 1) and (in_order[size:] == 0).all()),
     "round_trip": same,
+    "ready": [bool(run.ready_to_learn(jnp.int32(n))) for n in (0, 1, 2)],
 }))
 """
 
@@ -288,6 +289,13 @@ def test_checkpoints_keep_the_buffer_in_slot_order(two_devices):
     assert not two_devices["stored_prefix_filled"]  # half of them lie in the second half
     assert two_devices["ordered_prefix_filled"]
     assert two_devices["round_trip"]
+
+
+@pytest.mark.slow
+def test_learning_waits_for_a_position_in_every_shard(two_devices):
+    """With one position in two shards, the empty shard's device would draw
+    rows never written: no SGD step until each shard holds one."""
+    assert two_devices["ready"] == [False, False, True]
 
 
 # Policy surprise weights and starts from surprising positions, on two devices.
