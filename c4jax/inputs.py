@@ -76,7 +76,7 @@ def parse_count(text: str, *, name: str, low: int = 0, high: int | None = None) 
     if len(text.lstrip("0")) > longest:  # too large: refused before a slow int()
         big = text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} digits)"
         raise InputError(f"{name}: got {big}, allowed: {allowed(low, high)}")
-    value = int(text)
+    value = int(text.lstrip("0") or "0")  # leading zeros count in int()'s digit limit
     if value < low or (high is not None and value > high):
         raise InputError(f"{name}: got {value}, allowed: {allowed(low, high)}")
     return value

@@ -171,7 +171,7 @@ def allowed_text(hint: Any, limits: Limits) -> str:
 def check(ok: bool, name: str, allowed: str, value: Any) -> None:
     """Raises ValueError ``config field NAME: got VALUE, allowed: ALLOWED`` unless ``ok``."""
     if not ok:
-        raise ValueError(f"config field {name}: got {value!r}, allowed: {allowed}")
+        raise ValueError(f"config field {name}: got {_short(value)}, allowed: {allowed}")
 
 
 def check_fields(config: Any, *, prefix: str = "") -> None:
@@ -190,7 +190,7 @@ def check_fields(config: Any, *, prefix: str = "") -> None:
         kind = _kind(hint)
         check(_is(kind, value), name, allowed, value)
         if kind is float:
-            check(math.isfinite(value), name, "a finite number", value)
+            check(_finite(value), name, "a finite number", value)
         options = choices(hint)
         check(options is None or value in options, name, allowed, value)
         check(limits.admits(value), name, allowed, value)
@@ -254,8 +254,37 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
     """``value`` as the type of annotation ``hint`` (an int becomes a float), or ValueError."""
     kind = _kind(hint)
     if not _is(kind, value):
-        raise ValueError(f"config field {name}: got {value!r}, expected {kind.__name__}")
+        raise ValueError(f"config field {name}: got {_short(value)}, expected {kind.__name__}")
+    if kind is float and not _finite(value):  # e.g. a JSON integer of 400 digits
+        raise ValueError(f"config field {name}: got {_short(value)}, expected a finite number")
     return float(value) if kind is float else value
+
+
+def _finite(value: float | int) -> bool:
+    """Whether ``value`` is a finite float (an int too large for a float is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (a huge number stays readable)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return "a number too large to show"
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def config_path(name: str, preset_dir: Path) -> Path:
+    """The file ``--config NAME`` names: a file at that path, else for a name without
+    a suffix the preset ``preset_dir/NAME.json`` (a directory of that name, such as a
+    run's workdir, does not hide the preset)."""
+    path = Path(name)
+    if not path.suffix and not path.is_file():
+        return Path(preset_dir) / f"{name}.json"
+    return path
 
 
 def preset_names(preset_dir: Path) -> list[str]:
@@ -267,9 +296,7 @@ def load(path_or_name: str, *, cls: type, preset_dir: Path) -> Any:
     """A ``cls`` config from a preset of ``preset_dir`` by name (``cpu``) or a JSON
     file by path (``configs/cpu.json``); a preset states only what differs from the
     dataclass defaults."""
-    path = Path(path_or_name)
-    if not path.suffix and not path.exists():
-        path = Path(preset_dir) / f"{path_or_name}.json"
+    path = config_path(path_or_name, preset_dir)
     if not path.is_file():
         raise ValueError(
             f"--config {path_or_name}: no such file; presets: "

@@ -47,6 +47,14 @@ def test_a_huge_line_is_refused_at_once_and_shown_cut():
         parse_count(text, name="--bootstrap", low=1)
 
 
+def test_leading_zeros_past_pythons_digit_limit_are_a_number_not_a_crash():
+    """int() counts leading zeros toward its 4300-digit limit (a ValueError)."""
+    assert parse_count("0" * 5000 + "64", name="--sims", high=4096) == 64
+    assert parse_count("0" * 5000, name="--sims", high=4096) == 0
+    with pytest.raises(InputError, match="^--sims: got 5000, allowed: 0-4096$"):
+        parse_count("0" * 5000 + "5000", name="--sims", high=4096)
+
+
 def test_check_count_holds_json_values_to_the_same_bounds():
     assert check_count(64, name="sims", high=4096) == 64
     for bad in (True, 1.5, "64", None, 5000, -1):

@@ -88,10 +88,18 @@ def test_top_level_fields_are_checked_too():
         schema.check_fields(Toy(steps=10))
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 10**400],
+                         ids=["nan", "inf", "-inf", "10**400"])
 def test_non_finite_floats_are_rejected(value):
     with pytest.raises(ValueError, match="config field inner.share: got .*, allowed: a finite"):
         schema.check_fields(_with(share=value))
+
+
+def test_an_integer_too_large_for_a_float_field_names_the_field():
+    """JSON integers have no size limit: an OverflowError was a traceback."""
+    with pytest.raises(ValueError, match=r"^config field inner\.share: got 1000.*\(401 "
+                                         r"characters\), expected a finite number$"):
+        schema.from_dict({"inner": {"share": 10**400}}, Toy)
 
 
 def test_choices_and_allowed_text_come_from_the_annotation():
@@ -146,6 +154,18 @@ def test_load_save_and_presets(tmp_path):
     assert schema.load(str(tmp_path / "full.json"), cls=Toy, preset_dir=tmp_path) == Toy(steps=5)
     with pytest.raises(ValueError, match="no such file; presets: full, small"):
         schema.load("missing", cls=Toy, preset_dir=tmp_path)
+
+
+def test_a_directory_named_like_a_preset_does_not_hide_it(tmp_path, monkeypatch):
+    """A run's workdir named after its preset (``--workdir small``)."""
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    (presets / "small.json").write_text(json.dumps({"steps": 1}))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "small").mkdir()
+    assert schema.load("small", cls=Toy, preset_dir=presets) == Toy(steps=1)
+    (tmp_path / "mine").write_text(json.dumps({"steps": 2}))  # a file without a suffix
+    assert schema.load("mine", cls=Toy, preset_dir=presets) == Toy(steps=2)
 
 
 def test_a_config_file_that_cannot_be_read_as_text_is_one_line_naming_it(tmp_path,

@@ -72,7 +72,9 @@ def epsilon_at(config: DQNConfig, step: jax.Array) -> jax.Array:
     """[] float32 exploration rate at iteration ``step``: linear from start to end
     over the first ``epsilon_decay`` of the run, then flat."""
     t = config.train
-    span = max(t.epsilon_decay * t.num_iterations, 1e-9)
+    span = t.epsilon_decay * t.num_iterations
+    if span <= 0:  # no decay: epsilon_end from the first iteration on
+        return jnp.full(jnp.shape(step), t.epsilon_end, jnp.float32)
     progress = jnp.minimum(step / span, 1.0)
     return (t.epsilon_start + (t.epsilon_end - t.epsilon_start) * progress).astype(jnp.float32)
 
@@ -97,7 +99,10 @@ def make_trainer(config: DQNConfig) -> DQNTrainer:
     apply = qnet.make_apply(module)
     optimizer = optax.adam(t.learning_rate)
     sgd_step = make_sgd_step(apply, optimizer, t)
-    logits = jnp.log(jnp.asarray(opponent_weights(t), jnp.float32))  # -inf for weight 0
+    # Relative to the largest weight (in float64 first): any finite weights give
+    # finite float32 logits where they are not 0 (-inf for weight 0).
+    weights = np.asarray(opponent_weights(t), np.float64)
+    logits = jnp.log(jnp.asarray(weights / weights.max(), jnp.float32))
 
     def new_games(key: jax.Array, batch: int) -> Games:
         k_opp, k_colour, k_first = jax.random.split(key, 3)

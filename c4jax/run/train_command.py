@@ -43,6 +43,7 @@ from typing import Annotated, Any
 
 import tyro
 
+from c4jax import schema
 from c4jax.alphazero import config as config_lib
 from c4jax.alphazero.config import Config
 from c4jax.dqn import config as dqn_config
@@ -190,10 +191,7 @@ def _pre_parse(argv: list[str]) -> argparse.Namespace:
 
 def _config_path(name: str, preset_dir: Path) -> Path:
     """The file ``--config NAME`` names (as ``config_lib.load`` resolves it)."""
-    path = Path(name)
-    if not path.suffix and not path.exists():
-        path = Path(preset_dir) / f"{name}.json"
-    return path
+    return schema.config_path(name, preset_dir)
 
 
 def _config_kind(name: str, command: str) -> str:

@@ -76,10 +76,29 @@ def test_opponent_mix_follows_the_weights():
     assert 0.4 < second.mean() < 0.6
 
 
+@pytest.mark.parametrize("weights, only", [
+    ((0.0, 1e-46, 0.0, 0.0), 1),  # 0 in float32, yet the only opponent with a weight
+    ((0.0, 1e39, 0.0, 1e39), None),  # inf in float32: still an even mix of the two
+])
+def test_opponent_weights_of_any_finite_size_keep_their_mix(weights, only):
+    names = ("opponent_random", "opponent_win", "opponent_lookahead", "opponent_self")
+    config = _config(num_envs=512, **dict(zip(names, weights, strict=True)))
+    state = jax.jit(trainer.make_trainer(config).init)(jax.random.key(0))
+    counts = np.bincount(np.asarray(state.games.opponent), minlength=4)
+    if only is not None:
+        assert counts[only] == 512, counts
+    else:
+        assert counts[0] == counts[2] == 0 and 0.4 < counts[3] / 512 < 0.6, counts
+
+
 def test_epsilon_decays_linearly_then_stays():
     config = _config(num_iterations=100, epsilon_start=1.0, epsilon_end=0.1, epsilon_decay=0.5)
     values = [float(trainer.epsilon_at(config, step)) for step in (0, 25, 50, 99)]
     np.testing.assert_allclose(values, [1.0, 0.55, 0.1, 0.1], atol=1e-6)
+    # No decay: the end rate from the first iteration (a run of one iteration exploits).
+    flat = _config(num_iterations=100, epsilon_start=1.0, epsilon_end=0.1, epsilon_decay=0.0)
+    assert [float(trainer.epsilon_at(flat, step)) for step in (0, 1, 99)] == pytest.approx(
+        [0.1, 0.1, 0.1])
 
 
 def test_a_short_training_run_learns_to_beat_random():
