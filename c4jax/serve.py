@@ -19,7 +19,6 @@ this computer, DNS rebinding, is refused).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ipaddress
 import signal
@@ -90,7 +89,7 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
     """
     xla_flags.enable_fast_cpu()  # before the first device query
     compile_cache.enable()
-    parser = argparse.ArgumentParser(
+    parser = cli.OneLineParser(
         prog="python -m c4jax.serve",
         description="Serve a Connect Four web page to play against a trained agent.",
     )
@@ -124,7 +123,11 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
         help="a name the page is opened by, besides IP addresses and localhost (repeat for"
         " several); other names are refused, against DNS rebinding",
     )
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except cli.UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
     if args.run_dir is None and args.step is not None:
         print("error: --step needs a run directory", file=sys.stderr)

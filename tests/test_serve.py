@@ -276,8 +276,17 @@ def test_serve_subprocess_answers_and_stops_on_ctrl_c(tiny_run):
     assert len(note) == 1 and "checkpoint" in note[0], out
 
 
-def test_step_takes_an_iteration_last_or_best(usage_error):
-    err = usage_error(serve.main, ["runs/X", "--step", "newest"])
+def _one_line_error(argv, capsys) -> str:
+    """serve.main(argv) exits 2 with one ``error:`` line pointing at --help."""
+    assert serve.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert err.endswith(" (see: python -m c4jax.serve --help)\n"), err
+    return err
+
+
+def test_step_takes_an_iteration_last_or_best(capsys):
+    err = _one_line_error(["runs/X", "--step", "newest"], capsys)
     assert "'newest' is not a checkpoint step: give an iteration, last or best" in err
 
 
@@ -293,8 +302,8 @@ def test_step_takes_an_iteration_last_or_best(usage_error):
         (["--port", "٣"], "argument --port: got '٣'"),
     ],
 )
-def test_numbers_are_whole_ascii_numbers_within_bounds(usage_error, argv, said):
-    err = usage_error(serve.main, argv)
+def test_numbers_are_whole_ascii_numbers_within_bounds(argv, said, capsys):
+    err = _one_line_error(argv, capsys)
     assert said in err and "Traceback" not in err
     assert len(err) < 1000  # a 100,000-digit number is not repeated whole
 
