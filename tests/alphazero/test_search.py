@@ -286,13 +286,19 @@ def test_network_alone(evaluation):
     masked = np.where(legal, np.asarray(logits), -np.inf)[live]
     expected = np.exp(masked - masked.max(axis=1, keepdims=True))
     expected /= expected.sum(axis=1, keepdims=True)
+    # Two XLA programs (the jitted search, the network op by op): equal to rounding.
     np.testing.assert_allclose(out.policy[live], expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(out.root_value[live], np.asarray(value)[live], rtol=1e-6)
+    np.testing.assert_allclose(out.root_value[live], np.asarray(value)[live], rtol=1e-5,
+                               atol=1e-6)
     assert np.all(legal[live, out.action[live]])
     assert np.all(out.policy[~legal] == 0)
     assert out.root_value[FINISHED_INDEX] == -1.0
-    if evaluation:
-        np.testing.assert_array_equal(out.action[live], masked.argmax(axis=1))
+    if evaluation:  # the highest prior, wherever the top two are not within rounding
+        top2 = np.sort(masked, axis=1)[:, -2:]
+        clear = top2[:, 1] - top2[:, 0] > 1e-5  # far above float32 rounding there
+        assert clear.sum() >= live.sum() // 2  # the check has rows
+        np.testing.assert_array_equal(out.action[live][clear], masked.argmax(axis=1)[clear])
+        np.testing.assert_array_equal(out.action[live], out.policy[live].argmax(axis=1))
 
 
 def test_recurrent_fn_conventions():
@@ -323,22 +329,18 @@ def test_recurrent_fn_conventions():
 
 
 @pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
-@pytest.mark.parametrize("batch_size", [1])
-def test_any_batch_size(algorithm, batch_size):
-    # Abstract evaluation: traces the whole search without compiling it.
-    apply_fn, variables = _network()
-    search_fn = search.make_search(apply_fn, SearchConfig(algorithm=algorithm))
-    state = env.init_batch(batch_size)
-    for evaluation in (False, True):
-        out = jax.eval_shape(
-            functools.partial(search_fn, evaluation=evaluation),
-            variables,
-            jax.random.key(0),
-            state,
-        )
-        assert out.action.shape == (batch_size,) and out.action.dtype == jnp.int32
-        assert out.policy.shape == (batch_size, 7) and out.policy.dtype == jnp.float32
-        assert out.root_value.shape == (batch_size,) and out.root_value.dtype == jnp.float32
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_any_batch_size_takes_the_win_and_blocks_in_every_row(algorithm, batch_size):
+    """A lone position and an odd batch: every row is searched as itself."""
+    names = ["take_win", "block_horizontal", "block_vertical"][:batch_size]
+    states = env.stack([env.from_moves(TACTICS[n][0]) for n in names])
+    config = SearchConfig(algorithm=algorithm, num_simulations=NUM_SIMULATIONS)
+    out = jax.tree.map(np.asarray, _search_fn(config)(
+        _network()[1], jax.random.key(0), states, evaluation=True))
+    assert out.action.shape == (batch_size,) and out.action.dtype == np.int32
+    assert out.policy.shape == (batch_size, 7) and out.policy.dtype == np.float32
+    for name, action in zip(names, out.action, strict=True):
+        assert action in TACTICS[name][2], (name, action)
 
 
 def test_rejects_bad_config():
@@ -393,9 +395,16 @@ def test_gumbel_noise_stops_after_gumbel_noise_moves_stones():
     late = num_moves >= 10
     late[FINISHED_INDEX] = False
     assert late.sum() > 10 and (~late).sum() > 10
-    for out in played:
-        np.testing.assert_array_equal(out.action[late], best.action[late])
-        np.testing.assert_allclose(out.policy[late], best.policy[late], atol=1e-5)
+    # One program, two keys: with the noise off the key changes nothing, bit for bit.
+    np.testing.assert_array_equal(played[0].action[late], played[1].action[late])
+    np.testing.assert_array_equal(played[0].policy[late], played[1].policy[late])
+    # And it is evaluation's search (another program, so equal up to rounding: the
+    # move compared where the improved policy's top two are not near a tie).
+    top2 = np.sort(best.policy, axis=1)[:, -2:]
+    clear = late & (top2[:, 1] - top2[:, 0] > 1e-5)
+    assert clear.sum() >= late.sum() // 2
+    np.testing.assert_array_equal(played[0].action[clear], best.action[clear])
+    np.testing.assert_allclose(played[0].policy[clear], best.policy[clear], atol=1e-4)
     assert len(set(played[0].action[EMPTY].tolist())) > 1
     assert not np.allclose(played[0].policy[~late], played[1].policy[~late], atol=1e-3)
 

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -110,19 +111,28 @@ def _run(manager, log, *, signal_at=None, signum=signal.SIGTERM, total=100, save
     """run_iterations over a stand-in iteration that sends ``signum`` to this process
     during iteration ``signal_at``; returns (summary, what it said)."""
     said = []
+    asked = threading.Event()  # set once the stop request has taken the signal
+    request = interrupt.StopRequest.request
+
+    def request_and_tell(self, signum=signal.SIGINT):
+        request(self, signum)
+        asked.set()
 
     def iterate(state, step):
         if step + 1 == signal_at:
             os.kill(os.getpid(), signum)
-            time.sleep(0.2)  # the signal thread asks while the iteration still runs
+            # The request is taken while the iteration still runs (however late
+            # a loaded machine schedules the signal's thread).
+            assert asked.wait(60), "the stop request never saw the signal"
         return state + 1, {"loss": 1.0}
 
-    summary = loop.run_iterations(
-        state=0, step=0, total=total, iterate=iterate, evaluate=None, eval_every=0,
-        manager=manager, config=None, checkpoint_every=1000, log=log,
-        positions_per_iteration=10, resume_hint="python -m c4jax.train --workdir RUN",
-        say=said.append,
-    )
+    with mock.patch.object(interrupt.StopRequest, "request", request_and_tell):
+        summary = loop.run_iterations(
+            state=0, step=0, total=total, iterate=iterate, evaluate=None, eval_every=0,
+            manager=manager, config=None, checkpoint_every=1000, log=log,
+            positions_per_iteration=10, resume_hint="python -m c4jax.train --workdir RUN",
+            say=said.append,
+        )
     return summary, said
 
 
