@@ -48,10 +48,16 @@ def allowed(low: int, high: int | None) -> str:
 
 
 def shown(text: str) -> str:
-    """``text`` as a message repeats it: quoted, and cut when long."""
-    if len(text) <= _SHOWN:
-        return repr(text)
-    return repr(text[:_SHOWN]) + f"... ({len(text)} characters)"
+    """``text`` as a message repeats it: quoted, and cut when long (its quoted form
+    at most ``_SHOWN`` + 2 characters: a character shown as an escape such as
+    ``\\U0001093a`` counts as ten)."""
+    quoted = repr(text)
+    if len(quoted) <= _SHOWN + 2:
+        return quoted
+    cut = text[:_SHOWN]
+    while len(repr(cut)) > _SHOWN + 2:
+        cut = cut[:-1]
+    return repr(cut) + f"... ({len(text)} characters)"
 
 
 def parse_count(text: str, *, name: str, low: int = 0, high: int | None = None) -> int:

@@ -47,6 +47,16 @@ def test_a_huge_line_is_refused_at_once_and_shown_cut():
         parse_count(text, name="--bootstrap", low=1)
 
 
+def test_text_is_shown_quoted_and_cut_by_its_quoted_length():
+    assert inputs.shown("runs/X") == "'runs/X'"
+    assert inputs.shown("a" * 40) == repr("a" * 40)
+    assert inputs.shown("a" * 41) == repr("a" * 40) + "... (41 characters)"
+    # Characters shown as escapes are ten each: 18 of them were a 184-character quote.
+    escaped = inputs.shown("\U0001093a" * 18)
+    assert escaped == repr("\U0001093a" * 4) + "... (18 characters)", escaped
+    assert len(inputs.shown("\n" * 10_000)) < 80
+
+
 def test_leading_zeros_past_pythons_digit_limit_are_a_number_not_a_crash():
     """int() counts leading zeros toward its 4300-digit limit (a ValueError)."""
     assert parse_count("0" * 5000 + "64", name="--sims", high=4096) == 64

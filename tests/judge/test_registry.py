@@ -7,7 +7,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from c4jax import baselines, env, inputs
@@ -182,6 +182,7 @@ _SPEC_PIECES = st.sampled_from([
 @settings(max_examples=300, deadline=None)
 @given(spec=st.text(max_size=40) | st.lists(_SPEC_PIECES | st.text(max_size=4), max_size=6)
        .map("".join))
+@example(spec="\U0001093a" * 6 + "\U00018d09" * 12)  # quoted as escapes: 184 characters
 def test_any_text_is_a_spec_or_one_line_value_error(spec):
     """Random text: an ``AgentSpec`` or one short ``ValueError`` line, never another
     exception (the fuzzing of tests/test_train_fuzz.py, for agent specs)."""
