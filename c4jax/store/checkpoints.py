@@ -91,6 +91,22 @@ class _Manager(ocp.CheckpointManager):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.unsealed: list[int] = []  # steps saved here and not yet sealed
+        # A save failed: its unfinished folder was removed when the failure was
+        # raised, but Orbax's thread may still have been writing in it (a later
+        # step's save, or the failed one's async part), so the folders of
+        # unfinished saves are removed again once nothing is being written.
+        self.failed = False
+
+    def _sweep_if_failed(self) -> None:
+        if self.failed and jax.process_index() == 0:
+            damage.remove_unfinished(Path(self.directory))
+
+    def close(self) -> None:
+        """Closes Orbax's manager (its writes end), then sweeps after a failed save."""
+        try:
+            super().close()
+        finally:
+            self._sweep_if_failed()
 
     def wait_until_finished(self) -> None:
         """Waits for the async save (Orbax's), then seals what it committed.
@@ -110,6 +126,8 @@ class _Manager(ocp.CheckpointManager):
             if failure is None:
                 raise
             raise failure from err
+        finally:
+            self._sweep_if_failed()
 
 
 def open_for_reading(workdir: Path) -> ocp.CheckpointManager:
@@ -169,6 +187,8 @@ def _write_error(manager: ocp.CheckpointManager, err: BaseException) -> OSError 
     failure = damage.os_error(err)
     if failure is None:
         return None
+    if isinstance(manager, _Manager):
+        manager.failed = True
     damage.remove_unfinished(Path(manager.directory))
     if failure.filename is None:  # Orbax's metadata writes name no file: the folder, then
         failure = OSError(failure.errno, failure.strerror, str(manager.directory))
