@@ -74,22 +74,39 @@ def exit_now(message: str, code: int = EXIT_CODE, terminal=None) -> None:
     os._exit(code)
 
 
-def leave_lost_terminal() -> bool:
-    """Points stdout and stderr at /dev/null where a write to them fails (a terminal
-    that hung up, where ``isatty`` is then False and every write gives EIO), so
-    that later prints do not fail, as ``nohup`` would have arranged.
+def _lost(fd: int) -> bool:
+    """Whether writes to ``fd`` fail: a terminal that hung up (a write gives EIO) or a
+    pipe or socket whose reader is gone (``| tee`` in a closed terminal; a write
+    gives EPIPE). An empty write to such a pipe succeeds, so ``poll`` asks."""
+    try:
+        os.write(fd, b"")
+    except OSError as err:
+        return err.errno != errno.EBADF
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        events = dict(poller.poll(0)).get(fd, 0)
+    except (ImportError, AttributeError, OSError, ValueError):
+        return False  # no poll (Windows): only the empty write can tell
+    return bool(events & select.POLLERR) and not events & select.POLLNVAL
+
+
+def leave_lost_terminal(fds: tuple[int, ...] = (1, 2)) -> bool:
+    """Points stdout and stderr (``fds``) at /dev/null where a write to them fails (a
+    terminal that hung up, where ``isatty`` is then False and every write gives
+    EIO, or a pipe whose reader has gone, as ``| tee`` in a closed terminal, where
+    every write gives EPIPE), so that later prints do not fail, as ``nohup``
+    would have arranged.
 
     Returns:
         True if one of them was pointed away.
     """
     moved = False
-    for fd in (1, 2):
-        try:
-            os.write(fd, b"")
+    for fd in fds:
+        if not _lost(fd):
             continue
-        except OSError as err:
-            if err.errno == errno.EBADF:
-                continue
         with contextlib.suppress(OSError):
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, fd)

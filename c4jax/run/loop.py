@@ -206,9 +206,12 @@ def run_iterations(
                         log.log(step, metrics)
                     except OSError as err:
                         # A closed terminal fails the progress line (after the metrics
-                        # are written) before its SIGHUP is seen: that line is lost,
-                        # and the SIGHUP stops the run as usual.
-                        if err.errno != errno.EIO or not interrupt.leave_lost_terminal():
+                        # are written) before its SIGHUP is seen, with EIO, or with
+                        # EPIPE where output went through a pipe (``| tee``) whose
+                        # reader died with the terminal: that line is lost, and the
+                        # SIGHUP stops the run as usual.
+                        if (err.errno not in (errno.EIO, errno.EPIPE)
+                                or not interrupt.leave_lost_terminal()):
                             raise
                 stopped = stopped_by(stop.signal or 0)
                 interrupted = bool(stopped) or (

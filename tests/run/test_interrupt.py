@@ -43,6 +43,33 @@ def handlers():
     signal.set_wakeup_fd(-1)
 
 
+def test_a_pipe_whose_reader_is_gone_is_pointed_at_dev_null():
+    """``| tee`` in a closed terminal: tee dies, and every later write to the pipe
+    fails with EPIPE, although an empty write still succeeds."""
+    reader, writer = os.pipe()
+    try:
+        assert interrupt.leave_lost_terminal((writer,)) is False  # its reader is there
+        os.close(reader)
+        reader = None
+        with pytest.raises(BrokenPipeError):
+            os.write(writer, b"x")
+        assert interrupt.leave_lost_terminal((writer,)) is True
+        assert os.write(writer, b"still writable") == len(b"still writable")
+    finally:
+        for fd in (reader, writer):
+            if fd is not None:
+                os.close(fd)
+
+
+def test_a_file_and_a_closed_descriptor_are_left_alone(tmp_path):
+    with open(tmp_path / "log", "w") as log:
+        assert interrupt.leave_lost_terminal((log.fileno(),)) is False
+    reader, writer = os.pipe()
+    os.close(reader)
+    os.close(writer)
+    assert interrupt.leave_lost_terminal((writer,)) is False  # EBADF: nothing to move
+
+
 def test_exit_codes_are_128_plus_the_signal():
     assert interrupt.exit_code(signal.SIGINT) == 130
     assert interrupt.exit_code(signal.SIGTERM) == 143

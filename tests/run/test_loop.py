@@ -230,6 +230,24 @@ def test_an_io_error_of_the_log_with_its_terminal_still_there_is_raised(handlers
     assert saves == [] and log.closed
 
 
+def test_a_progress_line_lost_to_a_dead_pipe_is_excused(handlers, saves):
+    """``| tee`` in a closed terminal: tee can die after the SIGHUP was taken, and
+    the next progress line then fails with EPIPE: the run goes on (its output sent
+    to /dev/null) and saves."""
+
+    class PipedLog(FakeLog):
+        def log(self, step, metrics):
+            super().log(step, metrics)
+            if step == 2:
+                raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    manager, log = FakeManager(), PipedLog()
+    with mock.patch.object(interrupt, "leave_lost_terminal", return_value=True) as left:
+        summary, _ = _run(manager, log, total=3)
+    assert left.called and log.steps == [1, 2, 3] and summary["step"] == 3
+    assert [step for step, _ in saves] == [3] and log.closed
+
+
 def test_a_nan_is_raised_and_everything_is_closed(handlers, saves):
     manager, log = FakeManager(failures={"close"}), FakeLog()
     summary = {}
@@ -322,6 +340,31 @@ def test_sigterm_while_compiling_saves_the_first_iteration_and_a_resume_continue
     assert f"resuming {workdir} from iteration 1 of 2" in resumed.stdout
     assert _logged(workdir) == [1, 2]
     assert "Traceback" not in err + resumed.stderr
+
+
+@pytest.mark.slow
+def test_a_sighup_after_the_pipe_reader_died_saves_and_exits_129(tmp_path):
+    """``python -m c4jax.train ... 2>&1 | tee LOG`` in a terminal that closes: tee
+    dies, then the SIGHUP arrives; every later write to the pipe would fail."""
+    workdir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, *_TRAIN, "--workdir", str(workdir)], cwd=ROOT, env=_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while not _logged(workdir):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.stdout.close()  # the reader is gone
+        proc.send_signal(signal.SIGHUP)
+        code = proc.wait(120)
+    finally:
+        proc.kill()
+    steps = _logged(workdir)
+    assert code == _expected_code(signal.SIGHUP)
+    assert steps == list(range(1, len(steps) + 1))
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == [str(steps[-1])]
+    assert _leftovers(workdir) == []
 
 
 # Makes the pty on stdin the controlling terminal of this new session, then becomes
