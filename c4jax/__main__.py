@@ -25,8 +25,8 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "serve": ("c4jax.serve", "play against a trained agent in the browser (a local web app)",
               "Stopped."),
     "export": ("c4jax.export", "write a run's network alone, or a static page that plays it",
-               None),
-    "plot": ("c4jax.plot", "PNG plots of a run's metrics over training", None),
+               "Interrupted."),
+    "plot": ("c4jax.plot", "PNG plots of a run's metrics over training", "Interrupted."),
 }
 
 

@@ -20,6 +20,11 @@ the pretrained agent. ``c4jax.web.onnx`` does the work; it needs the
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before JAX loads: Ctrl-C anywhere is a short message and 130
+    from c4jax.run import interrupt as _interrupt
+
+    _interrupt.exit_on_interrupt("Interrupted.")
+
 import argparse
 import datetime
 import json

@@ -34,6 +34,11 @@ failing device) exit status ``outputs.EXIT_IO`` (74, ``EX_IOERR`` of sysexits.h)
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before JAX loads: Ctrl-C anywhere is a short message and 130
+    from c4jax.run import interrupt as _interrupt
+
+    _interrupt.exit_on_interrupt("Interrupted.")
+
 import argparse
 import json
 import math

@@ -180,3 +180,30 @@ def test_a_step_may_be_named_last_or_best_as_in_agent_specs(tiny_run, tmp_path, 
     code, _, err = run_main(export.main, ["network", f"{tmp_path / 'empty'}:last",
                                           str(tmp_path / "x")], capsys)
     assert code == 2 and err.startswith("error:") and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv0", [["-m", "c4jax.export"], ["-m", "c4jax", "export"]])
+def test_ctrl_c_during_an_export_is_one_line_and_130(tiny_run, tmp_path, argv0):
+    """Here the export waits on its ``--results`` file (a named pipe no one writes to)
+    when the Ctrl-C comes, so the signal arrives while the command runs."""
+    import signal
+    import time
+
+    fifo = tmp_path / "results.json"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, *argv0, "network", str(tiny_run), str(tmp_path / "out"),
+         "--results", str(fifo)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    try:
+        time.sleep(5)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip() == "Interrupted." and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

@@ -10,6 +10,9 @@ shipped ``pretrained`` agent is one, inside the package.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import jax
@@ -26,6 +29,8 @@ CONFIG_FILE = "config.json"  # the run's configuration,
 INFO_FILE = "info.json"  # how it was made (step, commit, wall time, results),
 CHECKSUMS_FILE = "checksums.json"  # and the SHA-256 of the variables and the config
 _CHECKED_FILES = (VARIABLES_FILE, CONFIG_FILE)  # what CHECKSUMS_FILE covers
+_WRITTEN = (VARIABLES_FILE, CONFIG_FILE, INFO_FILE, CHECKSUMS_FILE)  # in the order put in place
+_STAGING = ".export-"  # the folder inside ``out_dir`` where an export is written first
 REINSTALL = "pip install --force-reinstall c4jax"
 
 
@@ -61,11 +66,16 @@ def export_network(checkpoint: NetworkCheckpoint, out_dir: str | Path, info: dic
     the step) and ``checksums.json`` (their SHA-256, but for ``info.json``,
     which one may edit). ``load_exported`` reads them back.
 
+    The files are written in a folder inside ``out_dir`` first and renamed into
+    place once all are on the disk: an export that fails (a full disk, Ctrl-C)
+    leaves an export already there as it was.
+
     Returns:
         ``out_dir``.
 
     Raises:
         ValueError: a variable of the network is NaN or infinite (nothing is written).
+        OSError: a file could not be written (an export already there is kept).
     """
     variables = jax.tree.map(np.asarray, jax.device_get(checkpoint.variables))
     bad = integrity.nonfinite_leaf(variables)
@@ -76,10 +86,25 @@ def export_network(checkpoint: NetworkCheckpoint, out_dir: str | Path, info: dic
         )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / VARIABLES_FILE).write_bytes(serialization.msgpack_serialize(variables))
-    config_lib.save(checkpoint.config, out_dir / CONFIG_FILE)
-    (out_dir / INFO_FILE).write_text(json.dumps({"step": checkpoint.step, **info}, indent=2) + "\n")
-    write_checksums(out_dir)
+    for left in out_dir.glob(_STAGING + "*"):  # from an export ended by a signal
+        if left.is_dir() and not left.is_symlink():
+            shutil.rmtree(left, ignore_errors=True)
+    staged = Path(tempfile.mkdtemp(dir=out_dir, prefix=_STAGING))
+    try:
+        (staged / VARIABLES_FILE).write_bytes(serialization.msgpack_serialize(variables))
+        config_lib.save(checkpoint.config, staged / CONFIG_FILE)
+        (staged / INFO_FILE).write_text(
+            json.dumps({"step": checkpoint.step, **info}, indent=2) + "\n")
+        write_checksums(staged)
+        for name in _WRITTEN:
+            with open(staged / name, "rb+") as file:
+                os.fsync(file.fileno())
+        # Everything that can fail (a full disk) is behind us: the renames put the
+        # new files in place at once, the checksums last.
+        for name in _WRITTEN:
+            os.replace(staged / name, out_dir / name)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
     return out_dir
 
 

@@ -116,3 +116,70 @@ def test_an_unreadable_config_json_is_one_line_naming_it(tmp_path, text):
     message = str(raised.value)
     assert message.startswith(f"{out / exported.CONFIG_FILE}: not a readable c4jax configuration")
     assert "\n" not in message
+
+
+def _halved(checkpoint):
+    """The same network with every variable halved, a step on (a new export)."""
+    import dataclasses
+
+    import jax
+
+    return dataclasses.replace(checkpoint, step=checkpoint.step + 1,
+                               variables=jax.tree.map(lambda x: np.asarray(x) / 2,
+                                                      checkpoint.variables))
+
+
+def _same(a, b) -> bool:
+    import jax
+
+    return a.step == b.step and all(jax.tree.leaves(jax.tree.map(
+        lambda x, y: bool(np.array_equal(x, y)), a.variables, b.variables)))
+
+
+@pytest.mark.parametrize("failing", ["write_checksums", "fsync"])
+def test_an_export_that_fails_leaves_the_one_already_there(tmp_path, monkeypatch, failing):
+    """A full disk while re-exporting into a folder (as ``export network RUN
+    c4jax/pretrained`` does): the export there before still loads, whole, and nothing
+    of the failed one is left behind."""
+    import errno
+    import os
+
+    first = exported.load_exported()
+    out = tmp_path / "agent"
+    exported.export_network(first, out, {"note": "first"})
+    (out / "README").write_text("mine")  # a file of the user's, kept
+    before = sorted(p.name for p in out.iterdir())
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if failing == "write_checksums":
+        monkeypatch.setattr(exported, "write_checksums", full)
+    else:  # the disk fills while the last files are synced: no file was replaced yet
+        real_fsync = os.fsync
+        calls = []
+
+        def fsync(fd):
+            calls.append(fd)
+            if len(calls) == len(exported._WRITTEN):
+                full()
+            return real_fsync(fd)
+
+        monkeypatch.setattr(exported.os, "fsync", fsync)
+    with pytest.raises(OSError, match="No space left"):
+        exported.export_network(_halved(first), out, {"note": "second"})
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert _same(exported.load_exported(out), first)
+    assert json.loads((out / exported.INFO_FILE).read_text())["note"] == "first"
+
+
+def test_an_export_replaces_the_one_there_and_sweeps_what_a_killed_one_left(tmp_path):
+    first = exported.load_exported()
+    out = tmp_path / "agent"
+    exported.export_network(first, out, {})
+    (out / ".export-killed").mkdir()  # a process ended by SIGKILL while writing
+    (out / ".export-killed" / exported.VARIABLES_FILE).write_bytes(b"partial")
+    second = _halved(first)
+    exported.export_network(second, out, {})
+    assert _same(exported.load_exported(out), second)
+    assert sorted(p.name for p in out.iterdir()) == sorted(exported._WRITTEN)
