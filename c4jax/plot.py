@@ -117,7 +117,7 @@ def read_metrics(path: str | Path) -> list[dict]:
     if not path.is_file():
         raise ValueError(f"{path}: no such metrics file")
     records = []
-    for line in path.read_text().splitlines():
+    for line in path.read_bytes().decode("utf-8", "replace").splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:

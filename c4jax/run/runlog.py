@@ -19,7 +19,7 @@ Writing never blocks and never fails in the dark: both files are written in the
 calling thread and flushed every iteration (no writer thread that could die on a
 full disk and leave ``log`` waiting on its queue), and a write that fails raises
 an ``OSError`` naming the file. ``metrics.jsonl`` is only ever appended to or
-replaced whole (``rundir.write_atomic``); one deleted or replaced during the run
+replaced whole (``outputs.write_whole``); one deleted or replaced during the run
 is written again, with every line logged so far, and a ``warning``.
 """
 
@@ -35,7 +35,7 @@ import warnings
 from pathlib import Path
 from typing import Literal
 
-from c4jax.run import rundir
+from c4jax.store import outputs
 
 Mode = Literal["bar", "lines", "off"]
 _SHOWN = (  # (metric, label, format) shown in the bar and the lines
@@ -89,12 +89,40 @@ def _fit(first: list[str], fields: dict[str, str], room: int) -> str:
     return ", ".join(first + [text for key, text in fields.items() if key in kept])
 
 
-def _step_of(line: str) -> float:
-    """The step of a metrics.jsonl line; a torn (half-written) line counts as newest."""
+def _step_of(line: str) -> float | None:
+    """The step of a metrics.jsonl line; None for a line that is not a record (torn
+    by a crash while it was written, or damaged on the disk)."""
     try:
-        return json.loads(line)["step"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return float("inf")
+        step = json.loads(line)["step"]
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError):
+        return None
+    return step if isinstance(step, int | float) and not isinstance(step, bool) else None
+
+
+def _kept_lines(text: str, initial: int, path: Path) -> list[str]:
+    """The lines of a metrics.jsonl to keep when a run resumes from step ``initial``:
+    the records up to it. A last line that is not a record was being written when
+    the run stopped and is dropped; any other is damage (a flipped bit), kept as it
+    is with a warning, so that no iteration's record is lost silently."""
+    lines = text.splitlines()
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        step = _step_of(line)
+        if step is None:
+            if number == len(lines):
+                continue
+            warnings.warn(f"{path}: line {number} is not a JSON record (damaged?); kept as "
+                          "it is", stacklevel=3)
+            kept.append(line)
+        elif step <= initial:
+            kept.append(line)
+    return kept
+
+
+def _encoded(text: str) -> bytes:
+    """``text`` as the bytes it was read from (undecodable bytes of a damaged line,
+    read with ``surrogateescape``, are written back as they were)."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _named(err: OSError, path: Path | str) -> OSError:
@@ -196,10 +224,10 @@ class RunLog:
         self._failed = False
         try:
             if self._path.exists():
-                text = self._path.read_text()
-                self._lines = [line for line in text.splitlines() if _step_of(line) <= initial]
+                text = self._path.read_bytes().decode("utf-8", "surrogateescape")
+                self._lines = _kept_lines(text, initial, self._path)
                 if text != self._text():  # replaced whole: a full disk leaves the old file
-                    rundir.write_atomic(self._path, self._text())
+                    self._write_whole()
             self._open()
             self._tb = _EventFile(Path(workdir) / "tb", initial + 1 if initial else None)
         except OSError as err:
@@ -217,6 +245,11 @@ class RunLog:
 
     def _text(self) -> str:
         return "".join(line + "\n" for line in self._lines)
+
+    def _write_whole(self) -> None:
+        """Replaces metrics.jsonl by the lines kept, whole or not at all."""
+        text = self._text()
+        outputs.write_whole(self._path, lambda tmp: tmp.write_bytes(_encoded(text)))
 
     def _open(self) -> None:
         """Opens metrics.jsonl for appending and remembers which file it is."""
@@ -236,7 +269,7 @@ class RunLog:
         """Writes metrics.jsonl again, whole, after it vanished, and says so."""
         with contextlib.suppress(OSError):
             self._jsonl.close()
-        rundir.write_atomic(self._path, self._text())
+        self._write_whole()
         self._open()
         warnings.warn(
             f"{self._path} was deleted or replaced during the run: wrote it again with "

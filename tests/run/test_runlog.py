@@ -182,3 +182,27 @@ def test_an_unwritable_metrics_file_raises_an_oserror_naming_it(tmp_path, monkey
     assert failed.value.filename == str(tmp_path / "metrics.jsonl")
     log.close()  # the earlier failure was raised: closing does not raise again
     file.close()
+
+
+def test_a_damaged_line_is_kept_with_a_warning_and_only_a_torn_last_line_dropped(tmp_path):
+    """A flipped bit in metrics.jsonl: a high bit makes a line invalid UTF-8, a low one
+    can leave text that is no longer JSON. Resuming keeps both lines byte for byte
+    (with a warning naming the file and line), drops the records after the
+    checkpoint and the torn last line, and plot still reads the file."""
+    from c4jax import plot
+
+    lines = [json.dumps({"step": s, "loss": 0.5}).encode() for s in (1, 2, 3, 4, 5)]
+    lines[1] = lines[1].replace(b"0.5", b"0\xae5")  # "." with its high bit: not UTF-8
+    lines[2] = lines[2].replace(b'"step":', b'"step";')  # ":" with its low bit: not JSON
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b"\n".join(lines) + b'\n{"step": 6, "lo')
+    with pytest.warns(UserWarning) as caught:
+        log = runlog.RunLog(tmp_path, total=9, initial=4, mode="off")
+    assert [str(w.message) for w in caught] == [
+        f"{path}: line {n} is not a JSON record (damaged?); kept as it is" for n in (2, 3)]
+    log.log(5, {"loss": 0.25})
+    log.close()
+    written = path.read_bytes().split(b"\n")
+    assert written[:4] == lines[:4] and json.loads(written[4]) == {"step": 5, "loss": 0.25}
+    assert written[5:] == [b""]
+    assert [r["step"] for r in plot.read_metrics(path) if "step" in r] == [1, 4, 5]
