@@ -9,7 +9,8 @@ too, which ``c4jax.web.app`` keeps):
 
 * a body over ``max_body`` bytes is refused (413) as soon as that many have
   arrived, chunked bodies included; a body not complete ``body_timeout``
-  seconds after its headers gets a 408; both close the connection. Headers
+  seconds after its headers gets a 408; both close the connection, and so
+  does any answer given before the request's body was read. Headers
   not complete ``header_timeout`` seconds after a connection opens (or after
   its previous answer) close it (``make_server``), and at most
   ``max_connections`` are open at once (beyond that, a 503);
@@ -198,9 +199,15 @@ class Guard:
         deadline = loop.time() + self.limits.body_timeout
         received = 0
         started = False
+        headers = _headers(scope)
+        # Whether the request's body is all read: until then, an answer closes the
+        # connection (the app may answer without reading it: a 404, a 405), as no
+        # timer watches a connection whose client still owes a body nobody reads.
+        body_read = (headers.get("content-length", "0") in ("", "0")
+                     and "transfer-encoding" not in headers)
 
         async def limited_receive():
-            nonlocal received
+            nonlocal received, body_read
             try:
                 message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0))
             except TimeoutError:
@@ -212,11 +219,16 @@ class Guard:
                 received += len(message.get("body", b""))
                 if received > self.limits.max_body:
                     raise BadRequest(413, self.too_large(), close=True)
+                if not message.get("more_body", False):
+                    body_read = True
             return message
 
         async def tracked_send(message):
             nonlocal started
             started = True
+            if message["type"] == "http.response.start" and not body_read:
+                message = {**message, "headers": [*message.get("headers", ()),
+                                                  (b"connection", b"close")]}
             await send(message)
 
         try:

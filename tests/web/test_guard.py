@@ -5,6 +5,7 @@ Origin / Content-Type checks, a stop that does not wait for held connections, an
 limits that check themselves. (tests/web/test_app.py has the search lanes and the
 API fuzzed; tests/test_serve.py the API's answers; tests/web/test_load.py the load test.)"""
 
+import contextlib
 import json
 import socket
 import threading
@@ -121,6 +122,32 @@ def test_requests_that_never_finish_are_closed(stub_server):
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.count(b"HTTP/1.1") == 1, answer
     for sock in (stalled, dripping, body, idle):
         sock.close()
+
+
+@pytest.mark.slow
+def test_an_answer_before_the_body_closes_the_connection(stub_server):
+    """A 405 (or 404) is given without reading the body: a client that then drips the
+    body, or sends it and waits, must not hold the connection with no timer."""
+    server = stub_server(header_timeout=1.0, body_timeout=1.0)
+    for path in (b"/api/info", b"/no-such-page"):
+        opened = time.monotonic()
+        sock = _connect(server)
+        sock.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: 100\r\n\r\n")
+        sock.settimeout(30)
+        answer = sock.recv(4096)
+        assert answer[:12] in (b"HTTP/1.1 405", b"HTTP/1.1 404"), answer[:200]
+        assert b"connection: close" in answer.lower()
+        with contextlib.suppress(OSError):
+            sock.sendall(b"{")  # one byte of the body, then nothing
+        assert _closed_after(sock, 30, opened) < 10  # as found: never closed
+        sock.close()
+    # A request whose body is read keeps its connection for the next one.
+    with httpx.Client(base_url=server.url) as client:
+        for _ in range(2):
+            response = client.post("/api/state", json={"moves": "44"})
+            assert response.status_code == 200, response.text
+            assert response.headers.get("connection") != "close"
 
 
 @pytest.mark.slow
