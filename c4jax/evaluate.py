@@ -392,8 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
         "elo",
         help="round robin and Bradley-Terry ratings",
         description="Round robin over a pool of agents (random is added if missing) and"
-        " maximum-likelihood Bradley-Terry ratings on the Elo scale, random = 0, with"
-        f" bootstrap 95% intervals. Agent specs: {forms}.",
+        " Bradley-Terry ratings on the Elo scale, random = 0 (maximum likelihood with one"
+        " virtual draw per pair, so that a perfect score has a finite rating: 100-0 is about"
+        f" +920), with bootstrap 95% intervals. Agent specs: {forms}.",
     )
     elo_p.add_argument("agents", nargs="+", metavar="AGENT")
     elo_p.add_argument(

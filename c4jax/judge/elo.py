@@ -5,14 +5,18 @@ Model: player i scores against player j with expected score
 side. ``fit_ratings`` maximises the likelihood (Newton's method on the concave
 log-likelihood) with one player anchored at 0 (by convention the random
 player). ``rate`` adds bootstrap confidence intervals by resampling the games
-of every pair (multinomial over win / draw / loss with the observed
-frequencies) and refitting.
+of every pair and refitting: each resample draws the pair's win / draw / loss
+frequencies from a Dirichlet over its counts plus a Jeffreys half game each
+(``RESAMPLE_PSEUDOCOUNT``), then its games from those. The plain bootstrap
+(the observed frequencies) would give a 100-0 pair the same 100-0 in every
+resample: an interval of zero width set by the prior alone.
 
 Perfect scores (say 100-0 against random) make the pure maximum likelihood
 rating infinite, so by default every pair that played gets ``prior_draws = 1``
 virtual drawn game (half a point to each side). This caps a 100-0 result at
 about +920 Elo and barely moves ratings between close players; pass 0 for the
-pure MLE (then ratings that would be infinite raise an error).
+pure MLE (then ratings that would be infinite raise an error, and ``rate``
+gives no intervals: a resample may be infinite where the data are not).
 
 Results tables: ``wins[i, j]`` games i won against j; ``draws[i, j]`` drawn
 games recorded under the pair (i, j), so the draws between i and j are
@@ -32,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 ELO_PER_NAT = 400.0 / math.log(10.0)  # Elo points per unit of the logistic scale
+RESAMPLE_PSEUDOCOUNT = 0.5  # Jeffreys: half a game added to each outcome's count
 
 
 def add_match(wins: np.ndarray, draws: np.ndarray, i: int, j: int, result) -> None:
@@ -229,8 +234,11 @@ def bootstrap_ratings(
 ) -> np.ndarray:
     """[num_bootstrap, P] ratings refitted on resampled games.
 
-    Every pair's games are redrawn (multinomial over win / draw / loss with the
-    observed frequencies, same number of games) and the ratings refitted.
+    Every pair's games are redrawn, as many as it played: the win / draw / loss
+    frequencies from a Dirichlet over its counts plus ``RESAMPLE_PSEUDOCOUNT``
+    each, then the games from those (multinomial), and the ratings refitted.
+    A resample whose ratings are infinite (possible only with ``prior_draws``
+    0) is NaN.
     """
     points, games = _pair_tables(wins, draws)
     anchor_index = _anchor_index(players, anchor)
@@ -242,9 +250,11 @@ def bootstrap_ratings(
     n = games[iu, ju].astype(np.int64)  # [K] games per pair
     keep = n > 0
     iu, ju, n = iu[keep], ju[keep], n[keep]
-    probs = np.stack([w[iu, ju], d[iu, ju], w[ju, iu]], axis=1) / n[:, None]  # [K, 3]
+    counts = np.stack([w[iu, ju], d[iu, ju], w[ju, iu]], axis=1)  # [K, 3]
     rng = np.random.default_rng(seed)
-    samples = rng.multinomial(n, probs, size=(num_bootstrap, len(n)))  # [S, K, 3]
+    gamma = rng.standard_gamma(counts + RESAMPLE_PSEUDOCOUNT, size=(num_bootstrap, *counts.shape))
+    probs = gamma / gamma.sum(axis=-1, keepdims=True)  # [S, K, 3] Dirichlet draws
+    samples = rng.multinomial(n, probs)  # [S, K, 3]
     out = np.empty((num_bootstrap, len(players)))
     for s in range(num_bootstrap):
         pts = np.zeros_like(points)
@@ -286,8 +296,16 @@ def rate(
 
     Returns:
         An ``EloResult``.
+
+    Raises:
+        ValueError: intervals (``num_bootstrap`` > 0) asked of the pure MLE
+            (``prior_draws`` 0): resamples with infinite ratings would have to be
+            left out, the most extreme ones, and the intervals would be too narrow.
     """
     players = tuple(players)
+    if num_bootstrap > 0 and prior_draws <= 0:
+        raise ValueError("bootstrap intervals need prior_draws > 0 (with 0, resamples with "
+                         "infinite ratings would be left out); pass num_bootstrap=0")
     ratings = fit_ratings(players, wins, draws, anchor=anchor, prior_draws=prior_draws)
     if num_bootstrap > 0:
         boot = bootstrap_ratings(

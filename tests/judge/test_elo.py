@@ -72,6 +72,25 @@ def test_perfect_scores_need_the_prior():
     assert r[1] == pytest.approx(400 * np.log10(100.5 / 0.5), abs=1e-6)
 
 
+def test_a_perfect_score_has_an_interval_not_a_point():
+    """100-0: the plain bootstrap redraws 100-0 every time (an interval of zero width,
+    set by the prior alone); 100 games cannot rule out a 2-3% loss rate."""
+    result = elo.rate(["random", "a"], np.array([[0, 0], [100, 0]]), num_bootstrap=400)
+    assert result.ratings[1] == pytest.approx(400 * np.log10(100.5 / 0.5), abs=1e-6)
+    assert result.ci_low[1] < result.ratings[1] - 150, (result.ci_low, result.ci_high)
+    assert result.ci_high[1] <= result.ratings[1] + 1e-6
+    # More games narrow it (the lower end rises), as they should.
+    more = elo.rate(["random", "a"], np.array([[0, 0], [1000, 0]]), num_bootstrap=400)
+    assert more.ci_low[1] > result.ci_low[1] + 150
+
+
+def test_intervals_of_the_pure_mle_are_refused():
+    with pytest.raises(ValueError, match="prior_draws > 0"):
+        elo.rate(["random", "a"], np.array([[0, 1], [9, 0]]), prior_draws=0.0)
+    r = elo.rate(["random", "a"], np.array([[0, 1], [9, 0]]), prior_draws=0.0, num_bootstrap=0)
+    assert r.ratings[1] == pytest.approx(400 * np.log10(9), abs=1e-6)
+
+
 def test_disconnected_players_are_rejected():
     wins = np.zeros((3, 3))
     wins[0, 1] = wins[1, 0] = 5
