@@ -168,8 +168,12 @@ def has_four(lo, hi):
 
 
 def _drop_bits(all_lo, all_hi, column):
-    """Bit of the lowest empty cell of ``column`` as (lo, hi); both 0 if full."""
-    bottom = jnp.left_shift(jnp.uint32(1), column)  # row 0 of the column
+    """Bit of the lowest empty cell of ``column`` as (lo, hi); both 0 if full or if
+    ``column`` is not one of the board's (a uint32 of 7 or more)."""
+    # Row 0 of the column; none for a column off the board, which would otherwise
+    # name a spacer bit (7) or a cell of another column (8-31).
+    bottom = jnp.where(column < NUM_ACTIONS, jnp.left_shift(jnp.uint32(1), column),
+                       jnp.uint32(0))
     # A column's stones are a run from the bottom: sum(2**(8 * i)) for i < k,
     # shifted by the column. Times 255 plus ``bottom`` gives the cell above the
     # run, 2**(8 * k) shifted, which overflows to 0 once rows 0-3 are full.
@@ -187,8 +191,9 @@ def step(state: State, action: jax.Array) -> State:
         action: [S] integer columns in 0..6.
 
     Returns:
-        The next positions. A full column ends a live game with a loss for the
-        mover (no stone is placed); a finished game is returned unchanged.
+        The next positions. A full column, or one off the board (an action
+        outside 0..6), ends a live game with a loss for the mover (no stone is
+        placed); a finished game is returned unchanged.
     """
     # Every output field is an elementwise function of the inputs that XLA
     # fuses on its own (on CPU it recomputes shared terms inside each field's

@@ -325,6 +325,27 @@ def test_move_into_full_column_loses(moves, loser):
         assert_same_state(env.step(after, action), after)
 
 
+@pytest.mark.parametrize("action", [7, 8, 15, 31, 32, -1])
+def test_a_column_off_the_board_is_a_forfeit_not_a_stone(action):
+    """Column 7 would name a spacer bit, 8-31 cells of other columns: the mover's three
+    in row 0 (columns 5-7) must not become a four, nor a stone float anywhere."""
+    state = env.from_moves("516171")
+    assert env.render(state) == board(
+        """
+        .......
+        .......
+        .......
+        o......
+        o......
+        o...xxx
+        """
+    )
+    after = env.step(state, jnp.int32(action))
+    assert bool(after.terminated) and int(after.winner) == 1  # the mover (x) loses
+    assert env.render(after) == env.render(state)
+    assert int(after.num_moves) == int(state.num_moves)
+
+
 def test_full_column_golden():
     state = env.from_moves("111111")
     assert env.render(state) == board(
