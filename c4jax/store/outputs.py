@@ -83,13 +83,20 @@ def _probe(folder: Path) -> None:
             os.unlink(tmp)
 
 
-def _try_folder(folder: Path) -> None:
-    """Creates ``folder`` (and its missing parents), writes a probe file in it, and
-    removes what it created: a check leaves nothing behind. Raises OSError."""
+def _try_folder(folder: Path, file_name: str | None = None) -> None:
+    """Creates ``folder`` (and its missing parents), writes a probe file in it (and
+    creates ``file_name`` there if it does not exist, so that a name the file system
+    refuses, too long say, is found now), and removes what it created: a check
+    leaves nothing behind. Raises OSError."""
     missing = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _probe(folder)
+        target = folder / file_name if file_name else None
+        if target is not None and not target.exists():
+            with open(target, "x"):
+                pass
+            target.unlink()
     finally:
         for created in missing:
             with contextlib.suppress(OSError):
@@ -128,15 +135,19 @@ def check_output(path: str | Path, *, name: str) -> Path:
         OutputError: one line naming ``path`` and why it cannot be written.
     """
     path = Path(path)
-    if path.is_dir():
+    try:
+        folder, exists = path.is_dir(), path.exists()  # OSError: a name too long, say
+    except OSError as err:
+        raise _output_error(name, path, err) from None
+    if folder:
         raise OutputError(f"{name}: {_path(path)} is a folder; give a file path")
-    if path.exists() and not os.access(path, os.W_OK):
+    if exists and not os.access(path, os.W_OK):
         raise OutputError(
             f"{name}: cannot write {_path(path)}: the file is read-only;"
             " give another path"
         )
     try:
-        _try_folder(path.parent)
+        _try_folder(path.parent, path.name)
     except OSError as err:
         raise _output_error(name, path, err) from None
     return path
@@ -151,16 +162,19 @@ def write_whole(path: str | Path, write: Callable[[Path], object]) -> Path:
         OSError: with ``filename`` set to ``path``.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # A bounded name: the file's own may already be as long as the system allows.
+    tmp = path.with_name(f".{path.name[:64]}.{os.getpid()}.tmp")
     try:
         write(tmp)
         with open(tmp, "rb+") as file:
             os.fsync(file.fileno())
         os.replace(tmp, path)
-    except OSError as err:
+    except BaseException as err:  # a full disk, a failing writer, Ctrl-C
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise OSError(err.errno, err.strerror, str(path)) from None
+        if isinstance(err, OSError):
+            raise OSError(err.errno, err.strerror, str(path)) from None
+        raise
     return path
 
 

@@ -41,3 +41,29 @@ def test_an_output_on_a_full_disk_is_exit_74_and_names_it(tmp_path):
     assert failed.value.code == outputs.EXIT_IO == 74
     assert str(failed.value).startswith(f"--json: cannot write {str(disk / 'r.json')!r}: ")
     assert "free some space" in str(failed.value)
+
+
+def test_a_failing_writer_or_a_ctrl_c_leaves_no_temporary_and_the_old_file(tmp_path):
+    path = outputs.write_text(tmp_path / "plot.png", "old")
+
+    def fails(error):
+        def write(tmp):
+            tmp.write_text("half")
+            raise error
+        return write
+
+    for error in (ValueError("savefig refused"), KeyboardInterrupt()):
+        with pytest.raises(type(error)):
+            outputs.write_whole(path, fails(error))
+        assert os.listdir(tmp_path) == ["plot.png"] and path.read_text() == "old"
+
+
+def test_a_name_too_long_is_refused_before_the_work_and_the_longest_one_is_written(tmp_path):
+    with pytest.raises(outputs.OutputError, match="cannot write") as refused:
+        outputs.check_output(tmp_path / ("r" * 300 + ".json"), name="--json")
+    assert refused.value.code == 2
+    longest = tmp_path / ("r" * 250 + ".json")  # 255 bytes: a temporary named after it is not
+    outputs.check_output(longest, name="--json")
+    assert os.listdir(tmp_path) == []
+    outputs.write_text(longest, "{}")
+    assert os.listdir(tmp_path) == [longest.name] and longest.read_text() == "{}"
