@@ -197,6 +197,53 @@ def test_the_shared_board_script_guards_the_clicks(browser, server_url, wait_mov
 
 
 @pytest.mark.slow
+def test_a_busy_server_is_asked_again_and_a_stale_answer_is_dropped(
+        browser, server_url, wait_moves):
+    """A 503 for the agent's move (its lane full) is asked again after ``Retry-After``
+    without a click (before: the page stopped, the agent to move, no column open);
+    two quick clicks answered late play one move, not the second over the first."""
+    page = browser.new_page(viewport={"width": 640, "height": 900})
+    errors, refused = [], []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+
+    def busy_once(route):
+        if refused:
+            route.continue_()
+        else:
+            refused.append(route)
+            route.fulfill(status=503, headers={"Retry-After": "1"}, content_type="application/json",
+                          body='{"error": "the server is busy: try again shortly"}')
+
+    page.route("**/api/move", busy_once)
+    page.goto(server_url + "/")
+    page.wait_for_selector("text=x (human) to move", timeout=TIMEOUT_MS)
+    page.click('#board .col[data-col="4"]')
+    page.wait_for_selector("text=asking again in 1 s", timeout=TIMEOUT_MS)
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)  # no click: the page asked again
+    assert len(refused) == 1 and not page.text_content("#error")
+
+    held = []
+    page.select_option("#player-o", "human")
+    page.click("#new-game")
+    wait_moves(page, "m.length === 0", TIMEOUT_MS)
+    page.route("**/api/state", lambda route: held.append(route))
+    page.click('#board .col[data-col="4"]')
+    page.click('#board .col[data-col="5"]')  # before the first click's answer
+    deadline = time.monotonic() + 30
+    while len(held) < 2:
+        assert time.monotonic() < deadline, len(held)
+        page.wait_for_timeout(50)
+    held[0].continue_()
+    wait_moves(page, "m === '4'", TIMEOUT_MS)
+    with page.expect_response("**/api/state"):
+        held[1].continue_()  # the answer to "5" from the empty board
+    page.wait_for_timeout(300)
+    assert _moves(page) == "4", _moves(page)  # before: "5", played over the "4"
+    assert not errors, errors
+    page.close()
+
+
+@pytest.mark.slow
 def test_undo_restores_the_position_and_the_moves(browser, server_url, wait_moves):
     page = browser.new_page(viewport={"width": 640, "height": 900})
     errors = []

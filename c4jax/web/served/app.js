@@ -21,7 +21,13 @@ async function api(path, body) {
   };
   const response = await fetch(path, options);
   const data = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
-  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  if (!response.ok) {
+    const error = new Error(data.error || `HTTP ${response.status}`);
+    // A busy server (503) says when to ask again: the page does, on its own.
+    const after = Number(response.headers.get("Retry-After"));
+    if (response.status === 503) error.retryAfter = Number.isFinite(after) ? after : 2;
+    throw error;
+  }
   return data;
 }
 
@@ -125,41 +131,56 @@ async function setPosition(newMoves) {
   maybeAgent();
 }
 
+// Calls maybeAgent after `ms`, unless a new game, undo or setting came in between.
+function agentAfter(ms) {
+  const gen = generation;
+  setTimeout(() => { if (gen === generation) maybeAgent(); }, ms);
+}
+
 async function maybeAgent() {
   if (!position || position.winner || busy || controller(position.to_move) !== "agent") return;
   const gen = generation;
+  const sent = moves;
   busy = true;
   render();
   const mark = position.to_move;
+  let retry = null;  // seconds before asking again (the server was busy)
   try {
     const data = await api("/api/move", { moves, sims: Number($("sims").value) });
-    if (gen !== generation) return;
+    if (gen !== generation || moves !== sent) return;
     position = data;
     moves = data.moves;
     analysis = { ...data.analysis, mark };
     showError("");
   } catch (err) {
     if (gen !== generation) return;
-    showError(err.message);
+    retry = err.retryAfter ?? null;
+    showError(retry === null ? err.message : `${err.message} (asking again in ${retry} s)`);
   } finally {
     if (gen === generation) {
       busy = false;
       render();
     }
   }
-  if (gen === generation && !$("error").textContent) setTimeout(maybeAgent, AGENT_DELAY_MS);
+  if (gen !== generation) return;
+  if (retry !== null) agentAfter(1000 * retry);
+  else if (!$("error").textContent) agentAfter(AGENT_DELAY_MS);
 }
 
-// The human's move in column col (1-7); C4's guard has let it through.
+// The human's move in column col (1-7); C4's guard has let it through. A reply to a
+// position that is no longer shown (a second click before the first one's answer,
+// a new game) is dropped.
 async function onColumn(col) {
   const gen = generation;
+  const sent = moves;
   try {
     const data = await api("/api/state", { moves, column: col });
-    if (gen !== generation) return;
+    if (gen !== generation || moves !== sent) return;
     position = data;
     moves = data.moves;
     showError("");
   } catch (err) {
+    if (gen !== generation) return;
     showError(err.message);
   }
   render();
@@ -184,8 +205,14 @@ async function init() {
   $("new-game").addEventListener("click", newGame);
   $("undo").addEventListener("click", undo);
   $("heat-by").addEventListener("change", renderHeat);
-  for (const id of ["player-x", "player-o"]) {
-    $(id).addEventListener("change", () => { generation++; busy = false; render(); maybeAgent(); });
+  for (const id of ["player-x", "player-o", "sims"]) {
+    $(id).addEventListener("change", () => {
+      generation++;
+      busy = false;
+      showError("");
+      render();
+      maybeAgent();
+    });
   }
   try {
     const info = await api("/api/info");
