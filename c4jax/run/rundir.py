@@ -57,7 +57,11 @@ def prepare(workdir: Path, *, flag: str = "--workdir") -> Path:
     """
     workdir = Path(workdir)
     for part in [workdir, *workdir.parents]:
-        if part.exists() and not part.is_dir():
+        try:
+            a_file = part.exists() and not part.is_dir()
+        except OSError as err:  # a folder above it this user may not open
+            raise ValueError(f"{flag} {workdir}: cannot reach {part} ({_reason(err)})") from None
+        if a_file:
             where = "exists and" if part == workdir else f"lies below {part}, which"
             raise ValueError(f"{flag} {workdir}: {where} is a file, not a directory")
     try:

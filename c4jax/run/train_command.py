@@ -415,6 +415,11 @@ def train_main(argv: list[str] | None, command: str) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a path this user may not read (a private folder above it)
+        what = err.filename or "a file"
+        print(f"error: cannot read {what} ({err.strerror or err}); give a path you can "
+              "read and write", file=sys.stderr)
+        return 2
     one_line_warnings()
     checkpoints.quiet_orbax_logs()
     return _train(call, PROG[command].split()[-1])

@@ -81,6 +81,12 @@ def test_prepare_names_a_read_only_directory_or_parent():
         message = _prepare_as(user, locked / "run" / "x")
         expected = f"--workdir {locked}/run/x: cannot create {locked}/run (Permission denied)"
         assert message == expected
+        private = base / "private"  # a folder this user may not even look into
+        private.mkdir(mode=0o700)
+        if user is None:
+            pytest.skip("a private folder needs another user to be private from")
+        message = _prepare_as(user, private / "run")
+        assert message == f"--workdir {private}/run: cannot reach {private}/run (Permission denied)"
 
 
 _HOLD = """
