@@ -31,14 +31,30 @@ from c4jax.run import cli, compile_cache, interrupt, xla_flags
 
 
 def port_free(host: str, port: int) -> bool:
-    """Whether ``host:port`` can be bound now."""
+    """Whether ``host:port`` can be bound now, at every address ``host`` names (a
+    name such as ``localhost`` may name an IPv6 and an IPv4 address, and the server
+    listens on each, as asyncio's ``create_server`` does)."""
     try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return False
+    bound = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(
+                (info[0], info[1], info[2], None, info[4]) for info in infos):
+            sock = socket.socket(family, kind, proto)
+            bound.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-        return True
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+        return bool(bound)
     except OSError:
         return False
+    finally:
+        for sock in bound:
+            sock.close()
 
 
 def is_loopback(host: str) -> bool:
@@ -184,6 +200,10 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
             server.run()  # returns after a graceful shutdown
     except KeyboardInterrupt:  # Ctrl-C: shut down gracefully, then re-raised by asyncio
         interrupt.exit_now("Stopped.")
+    except SystemExit:  # uvicorn could not listen: the port was taken since the check
+        print(f"error: cannot listen on {args.host}:{args.port} (taken since the server "
+              "started); pick another with --port", file=sys.stderr, flush=True)
+        return 2
     if server.should_exit:
         interrupt.exit_now("Stopped.")
     return 0

@@ -224,6 +224,50 @@ def test_serve_command_line_errors(tmp_path, capsys):
     assert "cannot listen" in capsys.readouterr().err
 
 
+def test_a_port_taken_at_any_address_of_the_name_is_not_free(monkeypatch):
+    """``localhost`` may name ::1 and 127.0.0.1: the server listens on both, so the
+    port must be free on both (a Node server on "localhost" holds ::1 only)."""
+    with socket.socket(socket.AF_INET6) as busy:
+        try:
+            busy.bind(("::1", 0))
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        busy.listen()
+        port = busy.getsockname()[1]
+        both = [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        real = socket.getaddrinfo
+        monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: both
+                            if host == "localhost" else real(host, *a, **k))
+        assert not serve.port_free("localhost", port)
+        assert serve.port_free("127.0.0.1", port)  # its IPv4 twin is free
+    assert serve.port_free("localhost", port)
+    assert not serve.port_free("no-such-host.invalid", port)
+
+
+_TAKEN_SINCE_THE_CHECK = (
+    "import sys; from c4jax import serve; serve.port_free = lambda host, port: True; "
+    "sys.exit(serve.main(['--port', sys.argv[1]]))"
+)
+
+
+@pytest.mark.slow
+def test_a_port_taken_after_the_check_is_one_error_line_and_exit_2():
+    """Another program takes the port between the check and the listening: uvicorn
+    logs its own error and exits 3; the command says what happened instead."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-c", _TAKEN_SINCE_THE_CHECK, str(port)], capture_output=True,
+            text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"error: cannot listen on 127.0.0.1:{port} (taken since the server started)" in (
+        done.stderr)
+    assert "Traceback" not in done.stderr
+
+
 def test_serve_without_a_pretrained_agent_exits_2(tmp_path, monkeypatch, capsys):
     from c4jax.store import exported
 
