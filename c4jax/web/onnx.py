@@ -285,11 +285,21 @@ def _install_ort(
             tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
             raise OrtWebUnavailable(f"{' '.join(command)} failed: {tail}")
         staged = Path(tempfile.mkdtemp(prefix=".dist-", dir=ORT_CACHE))  # then one rename
-        for name in ORT_FILES:
-            shutil.copyfile(found / name, staged / name)
-        if dist.exists():
-            shutil.rmtree(dist)
-        os.replace(staged, dist)
+        try:
+            for name in ORT_FILES:
+                shutil.copyfile(found / name, staged / name)
+            if dist.exists():
+                shutil.rmtree(dist)
+            try:
+                os.replace(staged, dist)
+            except OSError:  # another export installed it meanwhile: theirs will do
+                if not all((dist / name).is_file() for name in ORT_FILES):
+                    raise
+        except OSError as err:
+            raise OrtWebUnavailable(f"cannot keep onnxruntime-web's files in {dist}: "
+                                    f"{err.strerror or err}") from None
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)  # what a failed copy left
         downloaded = _megabytes(npm_cache)
         installed = _megabytes(prefix)
     say(

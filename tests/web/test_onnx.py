@@ -176,6 +176,35 @@ def test_the_first_install_says_where_the_files_went_and_leaves_no_npm_cache(
     assert onnx_export.ort_dist(say=said.append) == dist and len(said) == 2
 
 
+def test_a_full_disk_while_keeping_the_files_leaves_nothing_half_done(tmp_path, monkeypatch):
+    """The copy into the cache fails (a full disk): a one-line error, no staging
+    folder left behind in the cache, and the next export installs again."""
+    import errno
+    import shutil
+
+    bin_dir, cache = tmp_path / "bin", tmp_path / "cache" / "onnxruntime-web"
+    bin_dir.mkdir()
+    (bin_dir / "npm").write_text(_FAKE_NPM)
+    (bin_dir / "npm").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("ARGS_FILE", str(tmp_path / "npm-args"))
+    monkeypatch.setattr(onnx_export, "ORT_CACHE", cache)
+    real_copy = shutil.copyfile
+
+    def full(src, dst, **kwargs):
+        if Path(dst).name == onnx_export.ORT_FILES[-1]:
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real_copy(src, dst, **kwargs)
+
+    monkeypatch.setattr(onnx_export.shutil, "copyfile", full)
+    with pytest.raises(onnx_export.OrtWebUnavailable, match="No space left on device"):
+        onnx_export.ort_dist(say=lambda text: None)
+    assert list(cache.iterdir()) == []  # as found: a .dist-* folder stayed for good
+    monkeypatch.setattr(onnx_export.shutil, "copyfile", real_copy)
+    dist = onnx_export.ort_dist(say=lambda text: None)
+    assert [p.name for p in cache.iterdir()] == ["dist"] and dist == cache / "dist"
+
+
 @pytest.mark.slow
 def test_export_a_run_writes_the_page_files(tiny_run, ort_dir, tmp_path, capsys):
     out = tmp_path / "page"
