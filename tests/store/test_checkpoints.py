@@ -132,6 +132,16 @@ def _halve(path: Path) -> None:
     os.truncate(path, path.stat().st_size // 2)
 
 
+def _flip_a_shape(path: Path) -> None:
+    """Flips the lowest bit of the first digit of the first non-empty stored shape."""
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"write_shape": [') + len(b'"write_shape": [')
+    while not chr(data[at]).isdigit():
+        at = data.index(b'"write_shape": [', at) + len(b'"write_shape": [')
+    data[at] ^= 1
+    path.write_bytes(bytes(data))
+
+
 # How to damage a checkpoint directory, and words the reason must contain.
 DAMAGES = {
     "half a data file": (lambda d: _halve(_data_files(d)[0]), "OUT_OF_RANGE"),
@@ -155,11 +165,25 @@ DAMAGES = {
         lambda d: (d / "config/metadata").write_text('{"seed": 0,'),
         "config/metadata is unreadable",
     ),
+    # One bit of a stored shape: the tree then looks like another version's (Orbax
+    # reads on; the seal finds it), and with a data file cut short as well, the
+    # failed read must still be damage, not "another version of c4jax".
+    "bad bit in state/_METADATA": (
+        lambda d: _flip_a_shape(d / "state/_METADATA"),
+        "state/_METADATA does not match its SHA-256",
+    ),
+    "bad bit in state/_METADATA and half a data file": (
+        lambda d: (_flip_a_shape(d / "state/_METADATA"), _halve(_data_files(d)[0])),
+        "does not match its SHA-256",
+    ),
 }
 # Found by check_damage, without Orbax (the others only by reading).
 LISTED_DAMAGES = [k for k in DAMAGES if not k.startswith(("half", "bad"))]
-# Which data file holds the network is Orbax's choice: halving one may spare it.
-NETWORK_DAMAGES = [k for k in DAMAGES if k not in ("half a data file", "half a state/d file")]
+# Which data file holds the network is Orbax's choice: halving one may spare it. A
+# network read finds its arrays by their keys' other record: a renamed key spares it.
+NETWORK_DAMAGES = [k for k in DAMAGES if k not in (
+    "half a data file", "half a state/d file", "bad bit in state/_METADATA",
+    "bad bit in state/_METADATA and half a data file")]
 
 
 def _damaged_copy(run, tmp_path, damage: str, steps=(_NEWEST,)) -> Path:
