@@ -488,15 +488,17 @@ def _restore_or_explain(manager, step: int, args, target, *, partial: bool, mism
         restored = manager.restore(step, args=ocp.args.Composite(state=args))
     except Exception as err:  # Orbax and TensorStore raise many types, even Exception
         step_dir = Path(manager.directory) / str(step)
-        # A flipped bit in the stored tree (state/_METADATA) can make it look like
-        # another version's: files that differ from their seal are damage first.
-        changed = damage.check_files(step_dir, ("state",))
-        if changed is None and damage.stored_tree_fits(step_dir, target, partial=partial) is False:
+        if damage.stored_tree_fits(step_dir, target, partial=partial) is False:
+            # A flipped bit in the stored tree (state/_METADATA) can make it look
+            # like another version's: files that differ from their seal are damage.
+            changed = damage.check_files(step_dir, ("state",))
+            if changed is not None:
+                raise DamagedCheckpointError(manager.directory, step, changed) from None
             raise ValueError(
                 f"{manager.directory}: {mismatch} ({damage.short_error(err, step_dir)})"
             ) from None
         raise DamagedCheckpointError(
-            manager.directory, step, changed or damage.short_error(err, step_dir)
+            manager.directory, step, damage.short_error(err, step_dir)
         ) from None
     reason = integrity.check_leaves(restored.state, _recorded_digests(manager, step))
     if reason is not None:

@@ -174,7 +174,7 @@ DAMAGES = {
     ),
     "bad bit in state/_METADATA and half a data file": (
         lambda d: (_flip_a_shape(d / "state/_METADATA"), _halve(_data_files(d)[0])),
-        "does not match its SHA-256",
+        "OUT_OF_RANGE",
     ),
 }
 # Found by check_damage, without Orbax (the others only by reading).
@@ -270,6 +270,21 @@ def test_resume_when_every_checkpoint_is_damaged_or_none_exists(run, tmp_path):
     empty = checkpoints.make_manager(tmp_path / "empty", keep=1)
     assert checkpoints.restore_latest_good(empty, _abstract_state(), quarantine=None) is None
     empty.close()
+
+
+@pytest.mark.slow
+def test_a_stored_tree_that_no_longer_fits_with_changed_files_is_damage(
+        run, tmp_path, monkeypatch):
+    """Where a flipped bit in state/_METADATA makes the stored tree read as another
+    version's (here: the tree check told so) and the read fails, files that differ
+    from their seal make it damage, with a fallback, not a refusal to resume."""
+    workdir = _damaged_copy(run, tmp_path, "half a data file")
+    monkeypatch.setattr(checkpoints.damage, "stored_tree_fits", lambda *a, **k: False)
+    manager = checkpoints.make_manager(workdir, keep=_NEWEST)
+    with pytest.warns(checkpoints.DamagedCheckpointWarning, match="does not match its SHA-256"):
+        resumed = checkpoints.restore_latest_good(manager, _abstract_state(), quarantine=None)
+    assert resumed.step == _PREVIOUS
+    manager.close()
 
 
 @pytest.mark.slow
