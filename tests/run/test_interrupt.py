@@ -70,6 +70,30 @@ def test_a_file_and_a_closed_descriptor_are_left_alone(tmp_path):
     assert interrupt.leave_lost_terminal((writer,)) is False  # EBADF: nothing to move
 
 
+_STUCK_WRITING = """
+import sys
+from c4jax.run import interrupt
+interrupt.exit_on_interrupt("Interrupted.")
+print("x" * 10**7, flush=True)  # more than a pipe holds: the write waits for a reader
+"""
+
+
+def test_ctrl_c_ends_a_process_stuck_writing_to_a_pipe_no_one_reads():
+    """Output piped to a pager left open: the main thread waits in a write holding
+    stdout's lock, and a flush from the signal's thread would wait behind it."""
+    proc = subprocess.Popen([sys.executable, "-c", _STUCK_WRITING], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
+    try:
+        time.sleep(3)  # started, and stuck in the write
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(20)  # as found: never
+        err = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+    assert code == 130 and err.strip() == "Interrupted.", err
+
+
 def test_exit_codes_are_128_plus_the_signal():
     assert interrupt.exit_code(signal.SIGINT) == 130
     assert interrupt.exit_code(signal.SIGTERM) == 143
