@@ -355,3 +355,72 @@ def test_the_shared_board_script_guards_the_static_page(browser, page_url, wait_
     assert not errors, errors
     assert not page.text_content("#error")
     page.close()
+
+
+@pytest.mark.slow
+def test_the_static_page_recovers_from_failures_and_drops_abandoned_searches(
+        browser, page_url, wait_moves):
+    """A network call that fails offers to try again (before: the game stalled on the
+    network's turn); the failure of a search given up on (new game) is not shown; a
+    new game stops the old search (before: it ran on, taking turns with the new one);
+    and a failed load keeps its reason after New game."""
+    page = browser.new_page(viewport={"width": 640, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(page_url + "/")
+    page.wait_for_selector("text=x (you) to move", timeout=TIMEOUT_MS)
+
+    # A failed call, then "Try again".
+    page.evaluate("() => { session.run = () => Promise.reject(new Error('out of memory')); }")
+    page.click('#board .col[data-col="4"]')
+    page.wait_for_selector("#retry", timeout=TIMEOUT_MS)
+    assert "The network failed: out of memory" in page.text_content("#error")
+    page.evaluate("() => { delete session.run; }")
+    page.click("#retry")
+    wait_moves(page, "m.length === 2", TIMEOUT_MS)
+    assert not page.text_content("#error")
+
+    # A search given up on: its failure is not the new game's.
+    page.evaluate("""() => {
+      window.heldRuns = [];
+      session.run = () => new Promise((_, fail) => heldRuns.push(fail));
+    }""")
+    page.click("#board .col.playable")
+    page.wait_for_function("heldRuns.length === 1", timeout=TIMEOUT_MS)
+    page.evaluate("() => { delete session.run; }")
+    page.click("#new-game")
+    page.evaluate("() => heldRuns.pop()(new Error('late failure'))")
+    page.wait_for_timeout(300)
+    assert not page.text_content("#error")
+
+    # A new game stops the old search: 64 simulations are 65 network calls, each made
+    # to take 20 ms here, so that the clicks come while a search runs.
+    page.select_option("#sims", "64")
+    page.evaluate("""() => {
+      const run = session.run.bind(session);
+      window.calls = 0;
+      session.run = (feeds) => {
+        calls += 1;
+        return new Promise((done) => setTimeout(() => done(run(feeds)), 20));
+      };
+    }""")
+    page.select_option("#first", "agent")  # a new game: the network searches its move
+    page.click("#new-game")
+    page.click("#new-game")
+    wait_moves(page, "m.length === 1", TIMEOUT_MS)
+    page.wait_for_selector("text=o (you) to move", timeout=TIMEOUT_MS)
+    calls = page.evaluate("calls")
+    assert 65 <= calls < 100, calls  # as found: about three searches' worth (195)
+    assert not errors, errors
+    page.close()
+
+    # A network that cannot load: New game keeps the reason.
+    page = browser.new_page(viewport={"width": 640, "height": 1000})
+    page.route(f"**/{onnx_export.MODEL_FILE}", lambda route: route.abort())
+    page.goto(page_url + "/")
+    page.wait_for_selector("text=Could not load the network.", timeout=TIMEOUT_MS)
+    reason = page.text_content("#error")
+    assert "serve this directory over HTTP" in reason
+    page.click("#new-game")
+    assert page.text_content("#error") == reason
+    page.close()

@@ -120,10 +120,12 @@ function select(node) {
 }
 
 // Runs `sims` simulations from g; returns the root (N, W per column: W/N is the value of
-// the move for the side to move at g).
-async function search(g, sims) {
+// the move for the side to move at g), or null once `wanted()` turns false (a new game
+// or an undo: the search stops rather than share the network with the next one).
+async function search(g, sims, wanted = () => true) {
   const root = await expand(g);
   for (let s = 0; s < sims; s++) {
+    if (!wanted()) return null;
     const state = cloneGame(g);
     const path = [];
     let node = root, value;  // value: for the side to move after the last move of the path
@@ -147,13 +149,14 @@ async function search(g, sims) {
 }
 
 // The move and what it was chosen by: network alone (sims = 0) or the search.
-async function think(g, sims) {
+async function think(g, sims, wanted = () => true) {
   if (sims === 0) {
     const view = await evaluate(g);
     const col = view.legal.reduce((best, c) => (view.logits[c] > view.logits[best] ? c : best));
     return { ...view, col, sims: 0 };
   }
-  const root = await search(g, sims);
+  const root = await search(g, sims, wanted);
+  if (root === null) return null;
   const col = root.legal.reduce((best, c) => (
     root.N[c] > root.N[best] || (root.N[c] === root.N[best] && root.policy[c] > root.policy[best])
       ? c : best));
@@ -260,18 +263,32 @@ async function agentMove() {
   busy = true;
   render();
   try {
-    const view = await think(game, Number($("sims").value));
+    const view = await think(game, Number($("sims").value), () => mine === generation);
     if (mine !== generation) return;
     analysis = { ...view, mark: markOf(toMove(game)) };
     drop(game, view.col);
+    $("error").textContent = "";
   } catch (err) {
-    $("error").textContent = `The network failed: ${err.message || err}`;
+    if (mine !== generation) return;  // a search given up on: its game is gone
+    showFailure(err);
   } finally {
     if (mine === generation) {
       busy = false;
       render();
     }
   }
+}
+
+// A failed network call, with a link that asks the network for its move again.
+function showFailure(err) {
+  const box = $("error");
+  box.textContent = `The network failed: ${err.message || err}. `;
+  const retry = document.createElement("a");
+  retry.href = "#";
+  retry.id = "retry";
+  retry.textContent = "Try again";
+  retry.addEventListener("click", (event) => { event.preventDefault(); agentMove(); });
+  box.appendChild(retry);
 }
 
 // The human's move in column c (0-based); C4's guard has let it through.
@@ -286,7 +303,7 @@ function newGame() {
   busy = false;
   game = newGameState();
   analysis = null;
-  $("error").textContent = "";
+  if (session !== null) $("error").textContent = "";  // a failed load keeps its reason
   render();
   agentMove();
 }
@@ -300,7 +317,7 @@ function undo() {
   game = newGameState();
   for (const d of back) drop(game, Number(d) - 1);
   analysis = null;
-  $("error").textContent = "";
+  if (session !== null) $("error").textContent = "";
   render();
   agentMove();
 }
