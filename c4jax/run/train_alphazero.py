@@ -108,7 +108,7 @@ def _flag(dotted: str, value) -> str:
 
 
 def _resume_hint(workdir: Path) -> str:
-    return f"python -m c4jax.train --workdir {workdir}"
+    return f"python -m c4jax.train --workdir {shlex.quote(str(workdir))}"
 
 
 def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):

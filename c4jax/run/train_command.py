@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import threading
 import warnings
@@ -276,6 +277,11 @@ def resolve(argv: list[str], command: str) -> _Plan:
             )
     else:
         kind = stored_kind or command
+    several = cluster is not None or "--distributed" in rest
+    if workdir is None and several and not known.print_config:
+        # Each process would name its own folder from its own clock.
+        raise ValueError("--workdir: a run of several processes needs one, the same on "
+                         "every process (a folder they all see)")
     if workdir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         workdir = RUNS_DIR / ("dqn-" + stamp if kind == _DQN else stamp)
@@ -428,7 +434,7 @@ def train_main(argv: list[str] | None, command: str) -> int:
 def _train(call: Invocation, name: str) -> int:
     import jax
 
-    from c4jax.run import compile_cache, interrupt, train_alphazero, train_dqn, xla_flags
+    from c4jax.run import compile_cache, interrupt, rundir, train_alphazero, train_dqn, xla_flags
     from c4jax.store import checkpoints
 
     config, workdir = call.config, call.workdir
@@ -448,7 +454,10 @@ def _train(call: Invocation, name: str) -> int:
         if jax.process_count() > 1:
             devices += f" in {jax.process_count()} processes"
         budget = config.train.time_budget
+        chosen = budget and rundir.saved_steps(workdir)  # a resumed run keeps its count
         count = (f"{config.train.num_iterations} iterations" if not budget else
+                 f"{config.train.num_iterations} iterations (chosen by its {budget} time "
+                 "budget)" if chosen else
                  f"as many iterations as fit in {budget} (at most "
                  f"{config.train.num_iterations}; --train.time-budget)")
         say(f"{name}: {call.source}, {count} on {devices}; "
@@ -471,7 +480,7 @@ def _train(call: Invocation, name: str) -> int:
         several = jax.process_count() > 1
         failure = io_failure(err)
         if failure is not None:
-            hint = f"{PROG[call.kind]} --workdir {workdir}"
+            hint = f"{PROG[call.kind]} --workdir {shlex.quote(str(workdir))}"
             print(f"error: {io_message(failure, workdir, hint)}", file=sys.stderr)
             # A checkpoint still being written when another file failed fails on the same
             # disk; asyncio reports its task ("exception was never retrieved", a page of
@@ -490,6 +499,10 @@ def _train(call: Invocation, name: str) -> int:
                 f"output. Continue from the last checkpoint in {workdir} by starting every "
                 "process again with the same command."
             ), 1
+        elif out_of_memory(err):
+            first = (message.strip().splitlines() or [""])[0]
+            message = (f"the device ran out of memory ({first[:300]}); fewer games at once "
+                       "(--train.num-envs) or a smaller --train.minibatch-size need less")
         elif isinstance(err, jax.errors.JaxRuntimeError):
             raise
         print(f"error: {message}", file=sys.stderr)
@@ -585,15 +598,26 @@ def _saving(filename, workdir: Path) -> int | None:
 
 
 _STATUS = re.compile(r"^[A-Z_]+: ")  # how XLA's errors begin: "UNKNOWN: Gloo AllGather failed"
+# Statuses of a failure of this process's own device, not of contact with the others.
+_LOCAL_STATUS = re.compile(r"^(RESOURCE_EXHAUSTED|INVALID_ARGUMENT|UNIMPLEMENTED): ")
 
 
 def peer_failure(err: Exception) -> bool:
     """Whether ``err`` is a runtime failure (a collective with a dead process),
-    not one of c4jax's own errors. Such a failure reaches Python as a
-    ``JaxRuntimeError``, or as a ValueError when NumPy reads the failed array."""
+    not one of c4jax's own errors nor this device's own (out of memory). Such a
+    failure reaches Python as a ``JaxRuntimeError``, or as a ValueError when
+    NumPy reads the failed array."""
     import jax
 
-    return isinstance(err, jax.errors.JaxRuntimeError) or bool(_STATUS.match(str(err)))
+    text = str(err)
+    if _LOCAL_STATUS.match(text):
+        return False
+    return isinstance(err, jax.errors.JaxRuntimeError) or bool(_STATUS.match(text))
+
+
+def out_of_memory(err: Exception) -> bool:
+    """Whether ``err`` is the device running out of memory (XLA's RESOURCE_EXHAUSTED)."""
+    return str(err).startswith("RESOURCE_EXHAUSTED: ")
 
 
 def leave(code: int, wait: float = 10.0, exit: Callable[[int], None] = os._exit) -> int:

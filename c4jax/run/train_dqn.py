@@ -9,6 +9,7 @@ same Ctrl-C, damaged-checkpoint fallback and NaN guard (``c4jax.run.loop``).
 from __future__ import annotations
 
 import functools
+import shlex
 from pathlib import Path
 
 import jax
@@ -29,7 +30,7 @@ NonFiniteError = loop.NonFiniteError  # the loss or parameters became NaN/inf
 
 
 def _resume_hint(workdir: Path) -> str:
-    return f"python -m c4jax.dqn.train --workdir {workdir}"
+    return f"python -m c4jax.dqn.train --workdir {shlex.quote(str(workdir))}"
 
 
 def check_compatible(stored: DQNConfig, requested: DQNConfig) -> None:

@@ -416,3 +416,54 @@ def test_orbax_s_error_logs_are_held_and_shown_unless_reported_in_one_line(caplo
             logger.error("Save Finalize thread failed")
             held.clear()  # the failure was said in one line
         assert caplog.records == []
+
+
+def test_a_run_of_several_processes_needs_a_workdir(error_line, monkeypatch):
+    """Each process would name its own folder from its own clock."""
+    calls = _fake_training(monkeypatch, lambda config, workdir: _DONE)
+    for cluster in (["--coordinator", "127.0.0.1:9", "--num-processes", "2",
+                     "--process-id", "1"], ["--distributed"]):
+        err = error_line(train.main, ["--config", "tiny", *cluster])
+        assert err.startswith("error: --workdir: a run of several processes needs one"), err
+    assert not calls
+
+
+def test_the_commands_that_continue_quote_the_workdir(tmp_path):
+    from c4jax.run import train_dqn
+
+    spaced = tmp_path / "my runs" / "a b"
+    assert train_alphazero._resume_hint(spaced).endswith(f"--workdir '{spaced}'")
+    assert train_dqn._resume_hint(spaced).endswith(f"--workdir '{spaced}'")
+
+
+def test_the_device_out_of_memory_is_one_line_not_lost_contact(tmp_path, monkeypatch, capsys):
+    import jax
+
+    oom = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes."
+    assert not train_command.peer_failure(jax.errors.JaxRuntimeError(oom))
+    assert train_command.peer_failure(
+        jax.errors.JaxRuntimeError("UNKNOWN: Gloo AllGather failed: Connection reset by peer"))
+
+    def fail(config, workdir):
+        raise jax.errors.JaxRuntimeError(oom + "\nmore lines of XLA's")
+
+    _fake_training(monkeypatch, fail)
+    assert train.main(["--config", "tiny", "--workdir", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err  # before: a traceback
+    assert err.startswith("error: the device ran out of memory (RESOURCE_EXHAUSTED: Out of ")
+    assert "--train.num-envs" in err and "lost contact" not in err
+
+
+@pytest.mark.slow
+def test_a_resumed_budgeted_run_says_the_count_it_chose(tmp_path, capsys):
+    workdir = str(tmp_path / "run")
+    argv = ["--config", "tiny", "--workdir", workdir, "--no-progress", "--train.time-budget",
+            "1h", "--train.num-iterations", "2"]
+    assert train.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "as many iterations as fit in 1h (at most 2; --train.time-budget)" in out
+    assert train.main(argv) == 0  # run again: done already
+    out = capsys.readouterr().out
+    assert "2 iterations (chosen by its 1h time budget)" in out, out
+    assert "as many iterations as fit" not in out  # before: as if it would choose again
