@@ -125,6 +125,14 @@ def _restore(manager, run: trainer.Trainer, config: Config, workdir: Path):
         check_config=lambda stored: check_resumable(
             stored, config, workdir, _STATE_FIELDS, "python -m c4jax.train"),
     )
+    if jax.process_count() > 1:
+        # The others still list what process 0 moved aside until they read the folder
+        # again: saving that step later, they alone would delete it first, and the
+        # processes' checkpoint barriers would no longer match.
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("c4jax: damaged checkpoints moved aside")
+        manager.reload()
     if resumed is None:
         return None, 0
     state = run.from_checkpoint(resumed.state)

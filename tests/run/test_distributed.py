@@ -292,6 +292,29 @@ def test_only_process_0_logs_and_the_checkpoints_are_written_once(runs):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_both_processes_resume_past_a_damaged_checkpoint_and_save_it_again(runs, tmp_path):
+    """Process 0 moves the damaged newest checkpoint aside; the other must stop
+    listing it too, or it alone deletes that step before saving it again, and the
+    processes' checkpoint barriers no longer match (both crashed)."""
+    import shutil
+
+    workdir = tmp_path / "pair"
+    shutil.copytree(runs["pair"], workdir)
+    newest = max(int(step) for step in _checkpoint_steps(workdir))
+    (workdir / "checkpoints" / str(newest) / "state" / "_METADATA").unlink()
+    outs = tmp_path / "outs"
+    outs.mkdir()
+    done = _finish(_start_pair(workdir, outs, [*_ARGS, "--train.num-iterations",
+                                               str(newest + 2), "--eval.every", "0"]))
+    for code, _, err in done:
+        assert code == 0, err[-3000:]
+    assert str(newest) in _checkpoint_steps(workdir)  # saved again, whole
+    assert str(newest + 2) in _checkpoint_steps(workdir)
+    assert (workdir / "damaged-checkpoints" / str(newest)).is_dir()
+
+
 def _leaves(tree):
     import jax
 
