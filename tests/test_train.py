@@ -607,6 +607,24 @@ def test_a_budgeted_run_resumes_with_the_count_it_chose(uninterrupted, tmp_path,
 
 
 @pytest.mark.slow
+def test_the_budget_times_the_gating_match_of_each_evaluation(tmp_path, monkeypatch):
+    """With gating on, every evaluation plays a gating match too: the budget must
+    count it, or the run overruns."""
+    from c4jax.judge import periodic
+
+    played, real = [], periodic.gating_match
+    monkeypatch.setattr(periodic, "gating_match",
+                        lambda *a, **k: played.append(k["num_games"]) or real(*a, **k))
+    cfg = _tiny(time_budget="1h")
+    cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, gating=0.55,
+                                                            gating_games=2))
+    run = trainer.Trainer(cfg)
+    fitted, _ = train_alphazero.fit_time_budget(cfg, run, time.monotonic(), say=lambda t: None)
+    assert played == [2, 2]  # compiling, then timed (as found: never played)
+    assert fitted.train.num_iterations == cfg.train.num_iterations
+
+
+@pytest.mark.slow
 def test_a_budget_too_short_for_one_iteration_names_the_field(tmp_path, monkeypatch):
     # A machine 1000 times slower at timing the iterations: an iteration "takes" far
     # longer than the budget, whether or not this process compiled it before.

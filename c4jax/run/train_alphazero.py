@@ -286,9 +286,10 @@ def iterations_for_budget(budget: float, *, elapsed: float, iteration: float,
 
 def fit_time_budget(config: Config, run: trainer.Trainer, started: float, say):
     """A new run's iteration count from ``config.train.time_budget``: times the first
-    iterations of a throwaway state (compiling first) and an evaluation (twice: with and
-    without compiling), and returns ``(config, act)``: the config with the count that
-    fits (at most ``train.num_iterations``), and the evaluation's agent, compiled.
+    iterations of a throwaway state (compiling first) and an evaluation, with its
+    gating match when ``eval.gating`` is on (twice: with and without compiling), and
+    returns ``(config, act)``: the config with the count that fits (at most
+    ``train.num_iterations``), and the evaluation's agent, compiled.
 
     ``started`` is the ``time.monotonic()`` the run began at: the budget counts from it.
     The run itself then reuses the compiled iteration (the count is an argument of it,
@@ -323,6 +324,9 @@ def fit_time_budget(config: Config, run: trainer.Trainer, started: float, say):
         for _ in range(2):  # the first compiles; the run reuses it (the same act)
             begin = time.perf_counter()
             periodic.evaluate(act, variables, key, config.eval)
+            if config.eval.gating:  # part of every evaluation of such a run
+                periodic.gating_match(act, variables, variables, key,
+                                      num_games=config.eval.gating_games)
             evaluation = time.perf_counter() - begin
     count = iterations_for_budget(
         budget, elapsed=time.monotonic() - started, iteration=iteration,
