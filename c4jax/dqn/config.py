@@ -88,7 +88,8 @@ class DQNTrainConfig:
     """Weight of games against lookahead (win, else block, else random)."""
     opponent_self: float = schema.field(1.0, ge=0)
     """Weight of games against a frozen copy: the target network, greedy with
-    epsilon_end exploration."""
+    epsilon_end exploration (with ``target_tau`` 1, the learner as it was when
+    the iteration began)."""
     mirror_augment: bool = True
     """Mirror sampled transitions left-right with probability 1/2."""
 
