@@ -5,7 +5,8 @@ would overfit the benchmark. This draws fresh positions the way the Pons sets
 are described (``../shared/data/README.md``): random games stopped after a
 number of stones drawn from the reference set's own histogram, kept when the
 game's length under perfect play puts them in the same difficulty band, and
-never one of the reference set's positions. Every move is scored by bitbully
+never a board of any Pons set (in any move order, or mirrored), nor one board
+twice. Every move is scored by bitbully
 (the ``[solver]`` extra), in the Pons files' JSON format, so
 ``c4jax.judge.solver.load_set(name, data_dir, verify=False)`` reads them.
 
@@ -44,6 +45,23 @@ def moves_left(num_stones: int, score: int) -> int:
     return total - num_stones
 
 
+def board_key(moves: str) -> tuple[tuple[int, int, int], ...]:
+    """The board ``moves`` (digits 1-7) leads to, the same for every order of the same
+    moves and for its mirror image: ``board_key("361") == board_key("163") ==
+    board_key("527")``. Its stones as sorted (column, row, player) triples, the smaller
+    of the board's and its mirror's."""
+
+    def stones(sequence: str) -> tuple[tuple[int, int, int], ...]:
+        heights, out = [0] * 7, []
+        for i, digit in enumerate(sequence):
+            column = int(digit) - 1
+            out.append((column, heights[column], i % 2))
+            heights[column] += 1
+        return tuple(sorted(out))
+
+    return min(stones(moves), stones("".join(str(8 - int(d)) for d in moves)))
+
+
 def generate(like: str, num: int, seed: int, progress=None) -> list[dict]:
     """``num`` fresh positions shaped like the Pons set ``like`` (e.g. ``L1_R3``)."""
     try:
@@ -56,7 +74,9 @@ def generate(like: str, num: int, seed: int, progress=None) -> list[dict]:
     histogram = collections.Counter(len(m) for m in reference.moves)
     lengths, weights = zip(*sorted(histogram.items()), strict=True)
     low, high = BANDS[like.split("_")[1]]
-    seen = set(reference.moves)
+    # No board of any Pons set (the same position reached in another order, or its
+    # mirror image, is the same test position), and each board once.
+    seen = {board_key(m) for name in solver.SET_NAMES for m in solver.load_set(name).moves}
     engine = bitbully.BitBully()
     rng = random.Random(seed)
     rows: list[dict] = []
@@ -69,13 +89,13 @@ def generate(like: str, num: int, seed: int, progress=None) -> list[dict]:
             moves += str(column + 1)
             if board.is_game_over():
                 break
-        if board.is_game_over() or len(moves) != length or moves in seen:
+        if board.is_game_over() or len(moves) != length or board_key(moves) in seen:
             continue
         scores = engine.score_all_moves(board)
         score = max(scores.values())
         if not low <= moves_left(length, score) <= high:
             continue
-        seen.add(moves)
+        seen.add(board_key(moves))
         rows.append(
             {
                 "moves": moves,

@@ -51,6 +51,22 @@ def test_generated_positions_are_fresh_labelled_and_in_band(tmp_path):
     assert not np.asarray(env.legal_action_mask(loaded.states()))[~loaded.legal].any()
 
 
+def test_a_board_is_one_key_in_any_move_order_and_mirrored():
+    assert devset.board_key("361") == devset.board_key("163") == devset.board_key("527")
+    assert devset.board_key("361") != devset.board_key("316")  # other stones' colours
+    assert devset.board_key("") == ()
+
+
+def test_no_generated_board_is_a_pons_board_or_repeated(monkeypatch):
+    """Excluded by move string only, "361" passed although L1_R3 holds "163", the same
+    board (found in the file this tool wrote before): here every draw is a Pons
+    board in another order, or a repeat, until the fresh ones."""
+    pons = {devset.board_key(m) for n in solver.SET_NAMES for m in solver.load_set(n).moves}
+    rows = devset.generate("L1_R3", 200, seed=0)
+    keys = [devset.board_key(r["moves"]) for r in rows]
+    assert len(set(keys)) == len(keys) and not set(keys) & pons
+
+
 def test_same_seed_same_positions():
     assert devset.generate("L1_R2", 5, seed=1) == devset.generate("L1_R2", 5, seed=1)
 
