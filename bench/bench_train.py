@@ -115,15 +115,11 @@ def c4jax_pipeline(run, state, apply_fn: Callable) -> harness.Pipeline:
         apply_fn: the network self-play evaluates: ``run.apply_fn``, or ``stub_apply``.
     """
     from c4jax import replay
-    from c4jax.alphazero import search, selfplay
 
     if apply_fn is run.apply_fn:
         selfplay_chunk = run.selfplay_chunk
-    else:  # --stub-network: the same composition around a search of the stub
-        stub_selfplay = selfplay.make_selfplay(
-            search.make_search(apply_fn, run.config.search),
-            num_steps=run.config.train.selfplay_steps,
-        )
+    else:  # --stub-network: the run's own self-play (its settings) around the stub
+        stub_selfplay = run.make_selfplay(apply_fn)
 
         def selfplay_chunk(variables, key, games, buffer):
             games, positions, ready, metrics = stub_selfplay(variables, key, games)

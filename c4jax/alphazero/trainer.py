@@ -110,35 +110,8 @@ class Trainer:
         # does not depend on it (``init`` below).
         self.optimizer = learner.make_optimizer(
             config.train, config.train.num_iterations * config.train.sgd_steps)
-        selfplay_search = self.search_fn
-        if config.train.opening_search_games:  # the games nearest their start search more
-            selfplay_search = search.make_opening_search(
-                self.search_fn,
-                make_search(self.apply_fn, dataclasses.replace(
-                    config.search, num_simulations=config.train.opening_search_simulations)),
-                games=config.train.opening_search_games,
-            )
-        self._selfplay = selfplay.make_selfplay(
-            selfplay_search,
-            num_steps=config.train.selfplay_steps,
-            random_opening_moves=config.train.random_opening_moves,
-            value_target_q=config.train.value_target_q,
-            value_target_lambda=config.train.value_target_lambda,
-            value_length_shaping=config.train.value_length_shaping,
-            opening_targets=config.train.opening_targets,
-            evaluate_fn=search.make_evaluate(self.apply_fn),
-            fast_search_fn=make_search(
-                self.apply_fn,
-                dataclasses.replace(
-                    config.search, num_simulations=config.train.fast_search_simulations
-                ),
-            ),
-            full_search_fraction=config.train.full_search_fraction,
-            next_policy_targets=config.network.opponent_head,
-            policy_surprise_weight=config.train.policy_surprise_weight,
-            surprise_starts=config.train.surprise_starts,
-            surprise_start_moves=config.train.surprise_start_moves,
-        )
+        self._make_search = make_search
+        self._selfplay = self.make_selfplay(self.apply_fn)
         abstract = jax.eval_shape(self._init, jax.random.key(0))
         num_devices = self.mesh.devices.size
         capacity = config.train.replay_capacity
@@ -206,6 +179,46 @@ class Trainer:
             selfplay=selfplay.init(
                 t.selfplay_batch, surprise=t.policy_surprise_weight > 0 or t.surprise_starts > 0,
                 pool=t.surprise_pool if t.surprise_starts > 0 else 0),
+        )
+
+    def make_selfplay(self, apply_fn):
+        """The self-play function of this run's settings around ``apply_fn``: the
+        run's own network (``self.apply_fn``), or a stand-in one (a benchmark's).
+
+        Returns:
+            ``selfplay.make_selfplay``'s function ``(variables, key, games) ->
+            (games, positions, ready, metrics)``.
+        """
+        config, make_search = self.config, self._make_search
+        search_fn = make_search(apply_fn, config.search)
+        selfplay_search = search_fn
+        if config.train.opening_search_games:  # the games nearest their start search more
+            selfplay_search = search.make_opening_search(
+                search_fn,
+                make_search(apply_fn, dataclasses.replace(
+                    config.search, num_simulations=config.train.opening_search_simulations)),
+                games=config.train.opening_search_games,
+            )
+        return selfplay.make_selfplay(
+            selfplay_search,
+            num_steps=config.train.selfplay_steps,
+            random_opening_moves=config.train.random_opening_moves,
+            value_target_q=config.train.value_target_q,
+            value_target_lambda=config.train.value_target_lambda,
+            value_length_shaping=config.train.value_length_shaping,
+            opening_targets=config.train.opening_targets,
+            evaluate_fn=search.make_evaluate(apply_fn),
+            fast_search_fn=make_search(
+                apply_fn,
+                dataclasses.replace(
+                    config.search, num_simulations=config.train.fast_search_simulations
+                ),
+            ),
+            full_search_fraction=config.train.full_search_fraction,
+            next_policy_targets=config.network.opponent_head,
+            policy_surprise_weight=config.train.policy_surprise_weight,
+            surprise_starts=config.train.surprise_starts,
+            surprise_start_moves=config.train.surprise_start_moves,
         )
 
     def selfplay_chunk(

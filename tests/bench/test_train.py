@@ -82,3 +82,32 @@ def test_the_in_process_run_times_both_pipelines_the_floor_and_the_iteration(tmp
         assert 0 <= row["positions_with_targets_per_chunk"] <= 8 * 2 * 2  # B x T, carried over
     printed = capsys.readouterr().out
     assert "stub network in self-play" in printed and "c4jax fused run.iteration" in printed
+
+
+@pytest.mark.slow
+def test_the_stub_chunk_is_the_run_s_own_self_play_around_the_stub():
+    """--stub-network times c4jax's self-play with the network swapped out, nothing
+    else: the run's random openings, blended value targets and root reuse included
+    (before, the benchmark rebuilt a bare self-play that had none of them)."""
+    import dataclasses
+
+    import jax
+    import numpy as np
+
+    from bench.reference_pgx import stub_apply
+    from c4jax import replay
+    from c4jax.alphazero import config as config_lib
+    from c4jax.alphazero import trainer
+
+    cfg = config_lib.load("tiny")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(
+        cfg.train, random_opening_moves=4, value_target_q=0.5))
+    run = trainer.Trainer(cfg)
+    state = run.init(jax.random.key(0))
+    variables, key = run.variables(state), jax.random.key(1)
+    games, positions, ready, _ = run.make_selfplay(stub_apply)(variables, key, state.selfplay)
+    want = jax.device_get(replay.add(state.replay, positions, ready, shards=run.replay_shards))
+    pipeline = bench_train.c4jax_pipeline(run, state, stub_apply)
+    (_, buffer), _ = pipeline.play(variables, key, pipeline.carry)
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(jax.device_get(buffer)), strict=True):
+        np.testing.assert_array_equal(a, b)
