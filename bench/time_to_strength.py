@@ -173,8 +173,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if "checkpoint_seconds" not in record:
         train = ["--config", args.config, "--keep-checkpoints", str(KEEP_ALL), *train_argv]
-        record["device"] = {**bench_env.device_info(("mctx", "flax")),
-                            "load_average_before": os.getloadavg()}
+        # The devices are asked for after the training: asking starts JAX's backend in
+        # this process, which on a GPU or TPU would hold the memory or the chip the
+        # training needs.
+        load_before = os.getloadavg()
+        record["train_command"] = command  # a later call, judging only, keeps it
         try:
             seen, ended, code = train_and_watch(train, args.workdir, minutes=args.minutes)
         except KeyboardInterrupt:
@@ -182,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
                   "measurement times a run from its launch, so start again with a new "
                   "--workdir", file=sys.stderr)
             return 130
-        record["device"]["load_average_after"] = os.getloadavg()
+        record["device"] = {**bench_env.device_info(("mctx", "flax")),
+                            "load_average_before": load_before,
+                            "load_average_after": os.getloadavg()}
         if code not in (0, 130):
             print(f"error: the training exited with {code}", file=sys.stderr)
             return 1

@@ -56,6 +56,7 @@ def test_a_tiny_run_is_timed_from_its_launch_judged_and_continued(tmp_path, caps
     argv = ["--workdir", str(run), "--out", str(out), *_TINY]
     assert time_to_strength.main(argv) == 0
     record = json.loads(out.with_suffix(".json").read_text())
+    assert record["train_command"] == record["command"]
     seconds = record["checkpoint_seconds"]
     assert list(seconds) == ["1", "2", "3"]  # every checkpoint kept and timed
     assert 0 < seconds["1"] <= seconds["2"] <= seconds["3"] <= record["train_seconds"]
@@ -85,3 +86,17 @@ def test_a_tiny_run_is_timed_from_its_launch_judged_and_continued(tmp_path, caps
     assert time_to_strength.main(["--workdir", str(run), "--out", str(tmp_path / "other"),
                                   *_TINY]) == 2
     assert "already has checkpoints" in capsys.readouterr().err
+
+
+def test_the_devices_are_asked_for_after_the_training(tmp_path, monkeypatch):
+    """Asking starts JAX's backend in this process: on a GPU it would take the memory
+    the training, a child process, needs."""
+    calls = []
+    monkeypatch.setattr(time_to_strength, "train_and_watch",
+                        lambda *a, **k: calls.append("train") or ({}, 1.0, 3))
+    monkeypatch.setattr(time_to_strength.bench_env, "device_info",
+                        lambda *a, **k: calls.append("devices") or {})
+    out = tmp_path / "tts"
+    assert time_to_strength.main(["--workdir", str(tmp_path / "run"), "--out", str(out),
+                                  *_TINY]) == 1  # the stand-in training "exited with 3"
+    assert calls == ["train", "devices"]
