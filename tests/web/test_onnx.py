@@ -151,9 +151,10 @@ echo "$prefix $cache" > "$ARGS_FILE"
 """
 
 
-def test_the_first_install_says_where_the_files_went_and_leaves_no_npm_cache(
-    tmp_path, monkeypatch
-):
+@pytest.fixture
+def fake_npm(tmp_path, monkeypatch):
+    """A stand-in ``npm`` first on PATH (it writes the args it got to ``npm-args``) and
+    an empty cache folder for onnxruntime-web; returns the cache."""
     bin_dir, cache = tmp_path / "bin", tmp_path / "cache" / "onnxruntime-web"
     bin_dir.mkdir()
     (bin_dir / "npm").write_text(_FAKE_NPM)
@@ -161,6 +162,13 @@ def test_the_first_install_says_where_the_files_went_and_leaves_no_npm_cache(
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     monkeypatch.setenv("ARGS_FILE", str(tmp_path / "npm-args"))
     monkeypatch.setattr(onnx_export, "ORT_CACHE", cache)
+    return cache
+
+
+def test_the_first_install_says_where_the_files_went_and_leaves_no_npm_cache(
+    tmp_path, fake_npm
+):
+    cache = fake_npm
     said = []
     dist = onnx_export.ort_dist(say=said.append)
     assert dist == cache / "dist"
@@ -176,19 +184,13 @@ def test_the_first_install_says_where_the_files_went_and_leaves_no_npm_cache(
     assert onnx_export.ort_dist(say=said.append) == dist and len(said) == 2
 
 
-def test_a_full_disk_while_keeping_the_files_leaves_nothing_half_done(tmp_path, monkeypatch):
+def test_a_full_disk_while_keeping_the_files_leaves_nothing_half_done(fake_npm, monkeypatch):
     """The copy into the cache fails (a full disk): a one-line error, no staging
     folder left behind in the cache, and the next export installs again."""
     import errno
     import shutil
 
-    bin_dir, cache = tmp_path / "bin", tmp_path / "cache" / "onnxruntime-web"
-    bin_dir.mkdir()
-    (bin_dir / "npm").write_text(_FAKE_NPM)
-    (bin_dir / "npm").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.setenv("ARGS_FILE", str(tmp_path / "npm-args"))
-    monkeypatch.setattr(onnx_export, "ORT_CACHE", cache)
+    cache = fake_npm
     real_copy = shutil.copyfile
 
     def full(src, dst, **kwargs):
