@@ -501,8 +501,9 @@ def _train(call: Invocation, name: str) -> int:
             ), 1
         elif out_of_memory(err):
             first = (message.strip().splitlines() or [""])[0]
+            games = "--train.num-envs" if call.kind == _DQN else "--train.selfplay-batch"
             message = (f"the device ran out of memory ({first[:300]}); fewer games at once "
-                       "(--train.num-envs) or a smaller --train.minibatch-size need less")
+                       f"({games}) or a smaller --train.minibatch-size need less")
         elif isinstance(err, jax.errors.JaxRuntimeError):
             raise
         print(f"error: {message}", file=sys.stderr)
