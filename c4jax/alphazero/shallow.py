@@ -262,7 +262,9 @@ def make_shallow_gumbel(
     def search(variables, key, state, logits, value, legal, gumbel_scale) -> Searched:
         batch, num_actions = logits.shape
         subset = min(batch, max(1, batch // SUBSET_SHARE))  # G
-        _, gumbel_key = jax.random.split(key)  # as mctx: rng_key, gumbel_rng = split(rng_key)
+        # as mctx: rng_key, gumbel_rng = split(rng_key); the first half seeds the
+        # games searched deeper (never the Gumbel key again)
+        deeper_key, gumbel_key = jax.random.split(key)
         gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, logits.shape, logits.dtype)
         live = ~state.terminated
         extra = table[jnp.minimum(considered, jnp.sum(legal, axis=-1))]  # [B]
@@ -309,7 +311,7 @@ def make_shallow_gumbel(
             def with_mctx():
                 index, mine = gathered(deeper)
                 pick = lambda x: x[index]  # noqa: E731
-                part = mctx_search(variables, jax.random.fold_in(key, 1),
+                part = mctx_search(variables, deeper_key,
                                    jax.tree.map(pick, state), logits[index], value[index],
                                    legal[index], scale[index])
                 return jax.tree.map(lambda w, p: put(w, p, index, mine), out, part)

@@ -10,6 +10,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import mctx
 import numpy as np
 import pytest
 from mctx._src import seq_halving
@@ -186,3 +187,41 @@ def test_leaves_go_to_the_network_in_one_call():
     # mctx's root and leaf calls over G games or all B.
     assert sorted(set(sizes[True])) == [2, 4, 32, 4 * 32]
     assert sorted(set(sizes[False])) == [32]
+
+
+
+@pytest.mark.parametrize("partitionable", [True, False])  # the command lines' mode, this suite's
+def test_games_searched_deeper_get_a_key_of_their_own(partitionable):
+    # The games mctx searches apart (one legal move at 4 simulations) draw from a
+    # key split off the search's key, never from the root's Gumbel key again (with
+    # the partitionable threefry, fold_in(key, 1) is split(key)[1]).
+    apply_fn, variables = _network()
+    recurrent_fn = search.make_recurrent_fn(apply_fn)
+    shapes = []
+
+    def spy(variables, key, state, logits, value, legal, gumbel_scale):
+        out = search._from_tree(mctx.gumbel_muzero_policy(
+            params=variables, rng_key=key, root=mctx.RootFnOutput(
+                prior_logits=logits, value=value, embedding=state),
+            recurrent_fn=recurrent_fn, num_simulations=4, invalid_actions=~legal,
+            gumbel_scale=gumbel_scale))
+        shapes.append(value.shape)  # at trace time: [G] for the deeper games, [B] for all
+        return out.replace(root_value=jax.random.uniform(key, value.shape))  # the key's mark
+
+    fn = shallow.make_shallow_gumbel(recurrent_fn, spy, num_simulations=4,
+                                     max_num_considered_actions=7, c_visit=50.0, c_scale=0.1)
+    moves = [FILLING[:39]] + _wide_positions(3, 31)
+    states = env.stack([env.from_moves(m) for m in moves])
+    legal = env.legal_action_mask(states)
+    logits, value = search.make_evaluate(apply_fn)(variables, states)
+    with jax.threefry_partitionable(partitionable):
+        key = jax.random.key(5)
+        out = jax.jit(fn)(variables, key, states, search.mask_logits(logits, legal),
+                          value.astype(jnp.float32), legal, 1.0)
+        _, gumbel_key = jax.random.split(key)
+        marks = {name: float(jax.random.uniform(k, (2,))[0])
+                 for name, k in (("the search's key", key), ("the Gumbel key", gumbel_key))}
+    assert sorted(shapes) == [(2,), (32,)]  # G = B / 16
+    assert float(out.action[0]) == 6  # the one legal move, from the deeper search
+    for name, mark in marks.items():
+        assert float(out.root_value[0]) != mark, name
