@@ -237,13 +237,19 @@ def observe(state: State) -> jax.Array:
 
     Plane 0 holds the mover's stones, plane 1 the opponent's; row 0 is the top.
     """
+    return stone_planes(state.own_lo, state.own_hi, state.all_lo, state.all_hi)
+
+
+def stone_planes(own_lo, own_hi, all_lo, all_hi) -> jax.Array:
+    """[S, H, W, 2] float32 planes of a board given as ``State``'s words ([S]
+    uint32 each): plane 0 the ``own`` stones, plane 1 the others."""
 
     def planes(lo, hi):
         word = jnp.where(_OBS_IN_HI, hi[..., None, None], lo[..., None, None])
         return (word >> _OBS_SHIFT) & 1
 
-    own = planes(state.own_lo, state.own_hi)
-    opp = planes(state.own_lo ^ state.all_lo, state.own_hi ^ state.all_hi)
+    own = planes(own_lo, own_hi)
+    opp = planes(own_lo ^ all_lo, own_hi ^ all_hi)
     return jnp.stack([own, opp], axis=-1).astype(jnp.float32)
 
 

@@ -38,6 +38,10 @@ class Positions:
     # [M] float32 the position's loss weight (policy surprise weighting, mean 1);
     # None unless the run weighs positions.
     weight: jax.Array | None = None
+    # [M, 4] uint32 the board its game ended with, as ``env.State``'s words from
+    # the side of the position's mover (own_lo, own_hi, all_lo, all_hi); None
+    # unless the network predicts it.
+    final_board: jax.Array | None = None
 
 
 @struct.dataclass
@@ -62,17 +66,30 @@ class Minibatch:
     value: jax.Array  # [B] float32
     next_policy: jax.Array | None = None  # [B, A] float32, as in ``Positions``
     weight: jax.Array | None = None  # [B] float32 loss weights, as in ``Positions``
+    # [B, H, W, 3] float32 one-hot: each cell of the game's final board holds the
+    # mover's stone, the opponent's, or none (``final_board_planes``).
+    final_board: jax.Array | None = None
 
 
-def init(capacity: int, *, next_policy: bool = False, weight: bool = False) -> ReplayBuffer:
+def final_board_planes(words: jax.Array) -> jax.Array:
+    """[..., 4] uint32 ``Positions.final_board`` -> [..., H, W, 3] float32 one-hot
+    planes: the mover's stones, the opponent's, the empty cells."""
+    stones = env.stone_planes(*(words[..., i] for i in range(4)))  # [..., H, W, 2]
+    return jnp.concatenate([stones, 1.0 - jnp.sum(stones, axis=-1, keepdims=True)], axis=-1)
+
+
+def init(capacity: int, *, next_policy: bool = False, weight: bool = False,
+         final_board: bool = False) -> ReplayBuffer:
     """An empty buffer of ``capacity`` positions (with ``Positions.next_policy``
-    when ``next_policy``, ``Positions.weight`` when ``weight``)."""
+    when ``next_policy``, ``Positions.weight`` when ``weight``,
+    ``Positions.final_board`` when ``final_board``)."""
     data = Positions(
         state=env.init_batch(capacity),
         policy=jnp.zeros((capacity, env.NUM_ACTIONS), jnp.float32),
         value=jnp.zeros((capacity,), jnp.float32),
         next_policy=jnp.zeros((capacity, env.NUM_ACTIONS), jnp.float32) if next_policy else None,
         weight=jnp.ones((capacity,), jnp.float32) if weight else None,
+        final_board=jnp.zeros((capacity, 4), jnp.uint32) if final_board else None,
     )
     return ReplayBuffer(data=data, insert=jnp.int32(0), size=jnp.int32(0))
 
@@ -254,14 +271,17 @@ def _draw(data: Positions, filled: jax.Array, key, batch_size: int, mirror: bool
     picked = jax.tree.map(lambda x: x[index], data)
     obs = env.observe(picked.state)
     policy, next_policy = picked.policy, picked.next_policy
+    final = None if picked.final_board is None else final_board_planes(picked.final_board)
     if mirror:
         flip = jax.random.bernoulli(mirror_key, 0.5, (batch_size,))
         obs = jnp.where(flip[:, None, None, None], env.mirror_observation(obs), obs)
         policy = jnp.where(flip[:, None], env.mirror_policy(policy), policy)
         if next_policy is not None:
             next_policy = jnp.where(flip[:, None], env.mirror_policy(next_policy), next_policy)
+        if final is not None:
+            final = jnp.where(flip[:, None, None, None], env.mirror_observation(final), final)
     return Minibatch(obs=obs, policy=policy, value=picked.value, next_policy=next_policy,
-                     weight=picked.weight)
+                     weight=picked.weight, final_board=final)
 
 
 def to_slot_order(buffer: ReplayBuffer, shards: int) -> ReplayBuffer:

@@ -153,6 +153,35 @@ def test_the_reply_policy_is_mirrored_with_the_board():
     assert replay.init(4).data.next_policy is None
 
 
+def test_the_final_board_is_mirrored_with_the_board():
+    # Position "1" (o to move) whose game ended "1212121": the mover's (o's) stones
+    # in column 2, x's in column 1; the board and its final board flip together.
+    from c4jax.alphazero import selfplay
+
+    state = env.stack([env.from_moves("1")])
+    end = env.from_moves("1212121")
+    first = selfplay.first_player_words(env.stack([end]))
+    own_lo, own_hi = first[:, 0] ^ first[:, 2], first[:, 1] ^ first[:, 3]  # o's stones
+    final = jnp.stack([own_lo, own_hi, first[:, 2], first[:, 3]], axis=-1)
+    buf = replay.init(4, final_board=True)
+    chex.assert_shape(buf.data.final_board, (4, 4))
+    buf = replay.add(buf, replay.Positions(state=state, policy=jax.nn.one_hot(jnp.array([1]), 7),
+                                           value=jnp.ones(1), final_board=final),
+                     jnp.ones(1, bool))
+    batch = replay.sample(buf, jax.random.key(3), 256, mirror=True)
+    board = np.asarray(batch.final_board)  # [B, H, W, 3]
+    chex.assert_shape(board, (256, env.NUM_ROWS, env.NUM_COLS, 3))
+    np.testing.assert_array_equal(board.sum(-1), 1.0)  # one-hot cells
+    x_column = np.asarray(batch.obs)[:, -1, :, 1].argmax(-1)  # the opponent's stone: x's
+    assert set(x_column.tolist()) == {0, 6}  # both orientations were drawn
+    for example, column in zip(board, x_column, strict=True):
+        o_column = 1 if column == 0 else 5
+        np.testing.assert_array_equal(example[:, column, 1], [0, 0, 1, 1, 1, 1])  # x: 4 high
+        np.testing.assert_array_equal(example[:, o_column, 0], [0, 0, 0, 1, 1, 1])  # o: 3
+        assert example[..., 2].sum() == 42 - 7
+    assert replay.init(4).data.final_board is None
+
+
 def test_loss_weights_travel_with_their_positions():
     state = env.stack([env.from_moves("1"), env.from_moves("2")])
     policy = jax.nn.one_hot(jnp.array([0, 3]), env.NUM_ACTIONS)

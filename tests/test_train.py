@@ -390,7 +390,7 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
 def test_strength_options_run_on_the_tiny_preset(tmp_path):
     """Random openings, the mixed value target (lambda-returns), length shaping, playout cap
     randomization, the one-cycle schedule, a growing replay window, the opponent-reply
-    head, policy surprise weighting, starts from the surprising positions, larger
+    and final-board heads, policy surprise weighting, starts from the surprising positions, larger
     searches for the games nearest their start, fewer endgame draws, another evaluation
     move and the Gumbel noise's cut-off, together."""
     cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5,
@@ -401,7 +401,7 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
                 endgame_sample_weight=0.5, endgame_stones=20)
     cfg = dataclasses.replace(
         cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy", gumbel_noise_moves=6),
-        network=dataclasses.replace(cfg.network, opponent_head=True),
+        network=dataclasses.replace(cfg.network, opponent_head=True, final_board_head=True),
     )
     summary = train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False)
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -418,6 +418,20 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
     assert 0 < np.mean([r["full_search_fraction"] for r in records]) < 1
     values = np.asarray(summary["state"].replay.data.value)[: int(summary["state"].replay.size)]
     assert np.any((values != 0) & (np.abs(values) != 1))  # mixed with the search value
+    # Every stored position's final board holds its stones, on the same sides, and
+    # ends the game: four in a row or a full board.
+    assert records[-1]["final_board_loss"] > 0
+    size = int(buffer.size)
+    final = np.asarray(buffer.data.final_board)[:size]
+    now = jax.tree.map(lambda x: np.asarray(x)[:size], buffer.data.state)
+    for mine, word in ((0, "lo"), (1, "hi")):
+        own, every = getattr(now, f"own_{word}"), getattr(now, f"all_{word}")
+        assert np.all(own & ~final[:, mine] == 0)  # the mover's stones stay the mover's
+        assert np.all((own ^ every) & ~(final[:, mine] ^ final[:, 2 + mine]) == 0)
+    own_four = env.has_four(final[:, 0], final[:, 1])
+    other_four = env.has_four(final[:, 0] ^ final[:, 2], final[:, 1] ^ final[:, 3])
+    stones = [bin(int(lo)).count("1") + bin(int(hi)).count("1") for lo, hi in final[:, 2:]]
+    assert np.all(np.asarray(own_four) | np.asarray(other_four) | (np.array(stones) == 42))
 
 
 @pytest.mark.slow

@@ -41,6 +41,11 @@ class NetworkConfig:
     """A second policy head that predicts the opponent's reply (the search policy of
     the next position), trained as an auxiliary target with weight
     train.opponent_policy_weight (KataGo); search and play never read it."""
+    final_board_head: bool = False
+    """A head that predicts the board the game will end with (for each cell: the
+    mover's stone, the opponent's, or empty), trained as an auxiliary target with
+    weight train.final_board_weight (KataGo's ownership head); search and play
+    never read it."""
     global_pool: int = schema.field(0, ge=0, note="0 = off")
     """Global pooling in every residual block (KataGo's global pooling bias):
     the mean and the maximum over the board of the first global_pool channels
@@ -146,6 +151,10 @@ class TrainConfig:
     opponent_policy_weight: float = schema.field(0.15, ge=0)
     """Weight of the opponent-reply cross-entropy (KataGo's 0.15); read only with
     network.opponent_head."""
+    final_board_weight: float = schema.field(1.5, ge=0)
+    """Weight of the final-board cross-entropy, averaged over the 42 cells (KataGo
+    weighs its ownership loss 1.5 per cell, averaged over the board); read only
+    with network.final_board_head."""
     policy_surprise_weight: float = schema.field(0.0, ge=0, le=1, note="0 = off")
     """Policy surprise weighting (KataGo; 0.5 there): each trained position's loss
     weight is (1 - this) + this * k / mean(k), k the KL divergence from the network's
@@ -283,6 +292,7 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for name, option, on in (
         ("opponent_policy_weight", "network.opponent_head", config.network.opponent_head),
+        ("final_board_weight", "network.final_board_head", config.network.final_board_head),
         ("surprise_pool", "train.surprise_starts", t.surprise_starts > 0),
         ("surprise_start_moves", "train.surprise_starts", t.surprise_starts > 0),
         ("opening_search_simulations", "train.opening_search_games",

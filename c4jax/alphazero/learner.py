@@ -3,9 +3,11 @@
 loss = policy cross-entropy + value_loss_weight * value MSE (+ L2 with sgd;
 AdamW decays the weights itself), + opponent_policy_weight * the opponent-reply
 head's cross-entropy against the next position's search policy when the network
-has that head. Where the minibatch carries loss weights (``Minibatch.weight``,
+has that head, + final_board_weight * the final-board head's cross-entropy
+against the game's final board (averaged over the H x W cells) when it has
+that one. Where the minibatch carries loss weights (``Minibatch.weight``,
 policy surprise weighting), each example's terms are weighed by its weight.
-Shape letters: B minibatch, A = 7 actions.
+Shape letters: B minibatch, A = 7 actions, H = 6 rows, W = 7 columns.
 """
 
 from __future__ import annotations
@@ -132,13 +134,15 @@ def make_sgd_step(
     """Returns ``sgd_step(learner_state, minibatch) -> (learner_state, metrics)``."""
     l2_weight = config.weight_decay if config.optimizer == "sgd" else 0.0
     opponent = getattr(network, "opponent_head", False)
+    final_board = getattr(network, "final_board_head", False)
+    sown = opponent or final_board
 
     def loss_fn(params, batch_stats, batch: Minibatch):
         (logits, value), updates = network.apply(
             {"params": params, "batch_stats": batch_stats},
             batch.obs,
             train=True,
-            mutable=["batch_stats", "intermediates"] if opponent else ["batch_stats"],
+            mutable=["batch_stats", "intermediates"] if sown else ["batch_stats"],
         )
         # [B] per-example losses. The loss weighs them with the minibatch's weights
         # (policy surprise weighting) where it has them; the metrics of its parts
@@ -162,6 +166,17 @@ def make_sgd_step(
             if batch.weight is not None:
                 opponent_losses = batch.weight * opponent_losses
             loss = loss + config.opponent_policy_weight * opponent_losses.mean()
+        if final_board:
+            if batch.final_board is None:
+                raise ValueError("the network's final-board head needs minibatches with "
+                                 "final_board (replay.init(..., final_board=True))")
+            (board,) = updates["intermediates"]["final_board_logits"]  # [B, H, W, 3]
+            board_losses = optax.softmax_cross_entropy(board, batch.final_board).mean(
+                axis=(1, 2))  # [B]
+            extra = {**extra, "final_board_loss": board_losses.mean()}
+            if batch.weight is not None:
+                board_losses = batch.weight * board_losses
+            loss = loss + config.final_board_weight * board_losses.mean()
         if l2_weight:
             loss = loss + l2_weight * _l2(params)
         log_p = jax.nn.log_softmax(logits)

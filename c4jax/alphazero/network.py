@@ -18,6 +18,13 @@ target). Its ``[B, A]`` logits are not returned: they are sown as
 others (``Conv_3``, ``BatchNorm_3``, ``Dense_3``), so the inference path
 (``fold_batchnorm``, the ONNX export) is the same with or without it.
 
+With ``final_board_head`` the network also predicts the board the game will
+end with: for each cell, whether it will hold the mover's stone, the
+opponent's, or none (KataGo's ownership head; a dense auxiliary target for
+the trunk). Its ``[B, H, W, 3]`` logits are sown as
+``intermediates['final_board_logits']``; its parameters come after all the
+others, so inference is the same with or without it.
+
 With ``global_pool`` = G > 0 every residual block pools the first G channels
 of its first convolution's output over the board (their mean and maximum,
 ``[B, 2G]``) and adds a dense layer of them (``Dense_0`` of the block,
@@ -47,6 +54,7 @@ _conv_init = nn.initializers.variance_scaling(2.0, "fan_in", "truncated_normal")
 # searches rest on the exact game results rather than on random preferences
 # (as the 0.01-scaled actor outputs of PPO implementations).
 _head_init = nn.initializers.variance_scaling(1e-4, "fan_in", "truncated_normal")
+FINAL_BOARD_CHANNELS = 8  # the final-board head's 1x1 convolution, before its 3 logits
 
 
 def _conv(features: int, kernel_size: int, dtype: Any, loop_grads: bool) -> nn.Conv:
@@ -122,6 +130,7 @@ class PolicyValueNet(nn.Module):
         value_hidden: width of the value head's hidden dense layer.
         bn_momentum: decay of the BatchNorm running statistics.
         opponent_head: add the opponent-reply policy head (module doc).
+        final_board_head: add the final-board head (module doc).
         global_pool: channels of each block's global pooling bias, 0 = none
             (module doc).
         loop_grads: take the convolutions' gradients as forward-layout
@@ -138,6 +147,7 @@ class PolicyValueNet(nn.Module):
     value_hidden: int = 256
     bn_momentum: float = 0.9
     opponent_head: bool = False
+    final_board_head: bool = False
     loop_grads: bool = False
     global_pool: int = 0
 
@@ -179,6 +189,11 @@ class PolicyValueNet(nn.Module):
             o = nn.relu(norm()(conv(self.policy_channels, 1)(x)))
             reply = dense(env.NUM_ACTIONS, _head_init)(o.reshape(o.shape[0], -1))
             self.sow("intermediates", "opponent_logits", reply.astype(jnp.float32))
+        if self.final_board_head:  # [B, H, W, 3], sown (module doc)
+            f = nn.relu(norm()(conv(FINAL_BOARD_CHANNELS, 1)(x)))
+            final = nn.Conv(3, (1, 1), kernel_init=_head_init, dtype=self.dtype,
+                            param_dtype=jnp.float32)(f)
+            self.sow("intermediates", "final_board_logits", final.astype(jnp.float32))
         return logits.astype(jnp.float32), value
 
 
@@ -194,6 +209,7 @@ def make_network(config: NetworkConfig, *, loop_grads: bool = False) -> PolicyVa
         value_channels=config.value_channels,
         dtype=jnp.bfloat16 if config.bfloat16 else jnp.float32,
         opponent_head=config.opponent_head,
+        final_board_head=config.final_board_head,
         loop_grads=loop_grads,
         global_pool=config.global_pool,
     )

@@ -50,6 +50,10 @@ These options widen what the network learns from:
   the position after it, the opponent's reply (``next_policies``), for the
   network's opponent-reply head (KataGo's auxiliary target); all zeros after
   the game's last move, or where the next position had only a fast search.
+* ``final_board_targets``: each position also carries the board its game
+  ended with, from the side of the position's mover (``final_boards``), for
+  the network's final-board head (KataGo's ownership target, for Connect
+  Four: which cells end with whose stone, and which stay empty).
 * ``policy_surprise_weight = s`` (KataGo's policy surprise weighting): each
   trained position carries a loss weight ``(1 - s) + s k / mean(k)``, with
   ``k`` the KL divergence from the network's prior to the search's policy at
@@ -109,6 +113,10 @@ class Record:
     # [T, B] float32 KL(search policy || network prior) of the position, the policy
     # surprise (``policy_surprise``); None unless surprise weights or starts are on.
     surprise: jax.Array | None = None
+    # [T, B, 4] uint32 the board after the move (meaningful where done): the first
+    # player's stones and all stones (lo, hi words each); None unless final-board
+    # targets are on.
+    after: jax.Array | None = None
 
 
 @struct.dataclass
@@ -122,10 +130,12 @@ class SelfPlayState:
     pool: starts_lib.StartPool | None = None
 
 
-def init(batch_size: int, *, surprise: bool = False, pool: int = 0) -> SelfPlayState:
+def init(batch_size: int, *, surprise: bool = False, pool: int = 0,
+         final_board: bool = False) -> SelfPlayState:
     """B fresh games with empty tails (and no random opening moves); the tails
-    keep ``Record.surprise`` when ``surprise``, and an empty start pool of
-    ``pool`` positions comes with them when ``pool > 0``."""
+    keep ``Record.surprise`` when ``surprise`` and ``Record.after`` when
+    ``final_board``, and an empty start pool of ``pool`` positions comes with
+    them when ``pool > 0``."""
     games = env.init_batch(batch_size)
     empty = Record(
         state=jax.tree.map(lambda x: jnp.broadcast_to(x, (TAIL, batch_size)), env.init()),
@@ -137,6 +147,7 @@ def init(batch_size: int, *, surprise: bool = False, pool: int = 0) -> SelfPlayS
         search_value=jnp.zeros((TAIL, batch_size), jnp.float32),
         full=jnp.zeros((TAIL, batch_size), bool),
         surprise=jnp.zeros((TAIL, batch_size), jnp.float32) if surprise else None,
+        after=jnp.zeros((TAIL, batch_size, 4), jnp.uint32) if final_board else None,
     )
     return SelfPlayState(games=games, tail=empty, opening=jnp.zeros((batch_size,), jnp.int32),
                          pool=starts_lib.init(pool) if pool else None)
@@ -158,6 +169,40 @@ def game_results(done: jax.Array, winner: jax.Array) -> jax.Array:
     start = jnp.full(done.shape[1:], _UNKNOWN, jnp.int32)
     _, results = jax.lax.scan(backward, start, (done, winner), reverse=True)
     return results
+
+
+def first_player_words(state: env.State) -> jax.Array:
+    """[S, 4] uint32 the board as (first player's lo, hi, all lo, hi) words."""
+    own_is_first = state.current_player == 0
+    first_lo = jnp.where(own_is_first, state.own_lo, state.own_lo ^ state.all_lo)
+    first_hi = jnp.where(own_is_first, state.own_hi, state.own_hi ^ state.all_hi)
+    return jnp.stack([first_lo, first_hi, state.all_lo, state.all_hi], axis=-1)
+
+
+def final_boards(done: jax.Array, after: jax.Array, player: jax.Array) -> jax.Array:
+    """[T, B, 4] uint32 the board each position's game ended with, as
+    ``env.State``'s words from the side of the position's mover (own lo, hi,
+    all lo, hi); zeros where the game has not ended.
+
+    Args:
+        done: [T, B] bool, the move at t ended its game.
+        after: [T, B, 4] uint32 ``Record.after``, the first player's and all
+            stones after the move at t.
+        player: [T, B] int32 the mover at t (``State.current_player``).
+    """
+
+    def backward(final, x):
+        done_t, after_t = x
+        final = jnp.where(done_t[:, None], after_t, final)
+        return final, final
+
+    start = jnp.zeros(after.shape[1:], after.dtype)
+    _, final = jax.lax.scan(backward, start, (done, after), reverse=True)
+    first_lo, first_hi, all_lo, all_hi = (final[..., i] for i in range(4))
+    mine = player == 0
+    own_lo = jnp.where(mine, first_lo, first_lo ^ all_lo)
+    own_hi = jnp.where(mine, first_hi, first_hi ^ all_hi)
+    return jnp.stack([own_lo, own_hi, all_lo, all_hi], axis=-1)
 
 
 def randomised(done: jax.Array, random: jax.Array) -> jax.Array:
@@ -318,6 +363,7 @@ def make_selfplay(
     fast_search_fn: Callable | None = None,
     full_search_fraction: float = 1.0,
     next_policy_targets: bool = False,
+    final_board_targets: bool = False,
     policy_surprise_weight: float = 0.0,
     surprise_starts: float = 0.0,
     surprise_start_moves: int = 20,
@@ -348,6 +394,8 @@ def make_selfplay(
         full_search_fraction: p in (0, 1], the chance that a move's searches
             are the full ones (1 = every move, ``fast_search_fn`` unused).
         next_policy_targets: fill ``Positions.next_policy`` (module doc).
+        final_board_targets: fill ``Positions.final_board`` (module doc); the
+            state needs ``init(..., final_board=True)``.
         policy_surprise_weight: s in [0, 1]; above 0, fill ``Positions.weight``
             with policy surprise weights (module doc) and keep ``Record.surprise``
             in the tails (``init(..., surprise=True)``). ``search_fn``'s output
@@ -397,6 +445,8 @@ def make_selfplay(
 
     def selfplay(variables, key, sp_state: SelfPlayState):
         batch = sp_state.games.num_moves.shape[0]
+        if final_board_targets and sp_state.tail.after is None:
+            raise ValueError("final_board_targets needs selfplay.init(..., final_board=True)")
         reuse = evaluate_fn is not None
         if at_once:  # R openings a game slot, taken in turn by the slot's games that start
             key, openings_key = jax.random.split(key)
@@ -491,6 +541,7 @@ def make_selfplay(
                 search_value=out.policy_value,
                 full=jnp.broadcast_to(full, (batch,)),
                 surprise=policy_surprise(out.policy, out.prior_logits) if surprised else None,
+                after=first_player_words(after) if final_board_targets else None,
             )
             games = jax.tree.map(lambda new, old: jnp.where(restart, new, old), new_games, after)
             if at_once:
@@ -550,6 +601,9 @@ def make_selfplay(
                          if next_policy_targets else None),
             weight=(flat(surprise_weights(window.surprise, ready, share=policy_surprise_weight))
                     if weighted else None),
+            final_board=(flat(final_boards(window.done, window.after,
+                                           window.state.current_player))
+                         if final_board_targets else None),
         )
         finished = chunk.done.sum()
         denominator = jnp.maximum(finished, 1)

@@ -175,10 +175,12 @@ class Trainer:
             learner=learner_state,
             best=jax.tree.map(jnp.copy, variables),
             replay=replay.init(t.replay_capacity, next_policy=self.config.network.opponent_head,
-                               weight=t.policy_surprise_weight > 0),
+                               weight=t.policy_surprise_weight > 0,
+                               final_board=self.config.network.final_board_head),
             selfplay=selfplay.init(
                 t.selfplay_batch, surprise=t.policy_surprise_weight > 0 or t.surprise_starts > 0,
-                pool=t.surprise_pool if t.surprise_starts > 0 else 0),
+                pool=t.surprise_pool if t.surprise_starts > 0 else 0,
+                final_board=self.config.network.final_board_head),
         )
 
     def make_selfplay(self, apply_fn):
@@ -216,6 +218,7 @@ class Trainer:
             ),
             full_search_fraction=config.train.full_search_fraction,
             next_policy_targets=config.network.opponent_head,
+            final_board_targets=config.network.final_board_head,
             policy_surprise_weight=config.train.policy_surprise_weight,
             surprise_starts=config.train.surprise_starts,
             surprise_start_moves=config.train.surprise_start_moves,

@@ -45,6 +45,7 @@ _STATE_FIELDS = (
     "network.kernel_size",
     "network.value_channels",
     "network.opponent_head",
+    "network.final_board_head",
     "network.global_pool",
     "train.selfplay_batch",
     "train.replay_capacity",

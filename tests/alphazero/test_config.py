@@ -314,12 +314,14 @@ def _assert_loads_field_by_field(path: Path) -> tuple[dict, dict]:
     return data, loaded
 
 
-def test_the_opponent_weight_is_refused_without_the_head_it_weighs():
+@pytest.mark.parametrize("weight, head", [("opponent_policy_weight", "opponent_head"),
+                                          ("final_board_weight", "final_board_head")])
+def test_a_head_weight_is_refused_without_the_head_it_weighs(weight, head):
     cfg = config_lib.load("tiny")
-    train = dataclasses.replace(cfg.train, opponent_policy_weight=0.5)
-    with pytest.raises(ValueError, match=r"train\.opponent_policy_weight.*network\.opponent_head"):
+    train = dataclasses.replace(cfg.train, **{weight: 0.5})
+    with pytest.raises(ValueError, match=rf"train\.{weight}.*network\.{head}"):
         config_lib.validate(dataclasses.replace(cfg, train=train))
-    network = dataclasses.replace(cfg.network, opponent_head=True)
+    network = dataclasses.replace(cfg.network, **{head: True})
     config_lib.validate(dataclasses.replace(cfg, train=train, network=network))
 
 

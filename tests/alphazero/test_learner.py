@@ -2,6 +2,7 @@
 too); the KL-adaptive rate reacts."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -9,8 +10,8 @@ import numpy as np
 import optax
 import pytest
 
-from c4jax import env
-from c4jax.alphazero import config, learner, network
+from c4jax import env, replay
+from c4jax.alphazero import config, learner, network, selfplay
 from c4jax.alphazero.config import NetworkConfig, TrainConfig
 from c4jax.replay import Minibatch
 
@@ -34,8 +35,17 @@ def _setup(train_config, **network_options):
         # The replies; the last game ended with its move: no reply, all zeros.
         next_policy=jnp.concatenate(
             [jax.nn.one_hot(jnp.array([6, 0, 1, 5, 2]), 7), jnp.zeros((1, 7))]),
+        final_board=_final_boards(),
     )
     return state, step, batch
+
+
+@functools.cache
+def _final_boards():
+    """[6, H, W, 3] a different final-board target for each position (one-hot planes)."""
+    return replay.final_board_planes(jnp.stack([
+        selfplay.first_player_words(env.from_moves(m)) for m in
+        ["1212121", "4455445544", "7676767", "12345671234567", "3344", "162534"]]))
 
 
 def test_loss_falls_on_a_fixed_batch():
@@ -133,6 +143,35 @@ def test_the_opponent_head_learns_the_replies_and_adds_its_weighted_loss():
     (reply,) = updates["intermediates"]["opponent_logits"]
     # The head predicts the reply columns, which differ from the policy targets'.
     np.testing.assert_array_equal(np.argmax(reply[:5], axis=-1), [6, 0, 1, 5, 2])
+
+
+def test_the_final_board_head_learns_the_final_boards_and_adds_its_weighted_loss():
+    cfg = TrainConfig(learning_rate=1e-2, warmup_steps=0, lr_schedule="constant",
+                      final_board_weight=0.7)
+    state, step, batch = _setup(cfg, final_board_head=True)
+    first = None
+    for _ in range(200):
+        state, metrics = step(state, batch)
+        first = first if first is not None else metrics
+    for m in (first, metrics):  # the total is the weighted sum of the parts
+        want = m["policy_loss"] + m["value_loss"] + 0.7 * m["final_board_loss"]
+        np.testing.assert_allclose(m["loss"], want, rtol=1e-5)
+    assert float(metrics["final_board_loss"]) < 0.3 * float(first["final_board_loss"])
+    net = network.make_network(NetworkConfig(num_blocks=1, channels=8, final_board_head=True))
+    _, updates = net.apply({"params": state.params, "batch_stats": state.batch_stats},
+                           batch.obs, train=True, mutable=["batch_stats", "intermediates"])
+    (board,) = updates["intermediates"]["final_board_logits"]
+    # The head predicts each game's own final board, cell by cell: far better than
+    # calling every cell empty.
+    want = np.argmax(_final_boards(), axis=-1)
+    assert np.mean(np.argmax(board, axis=-1) == want) > 0.95
+    assert np.mean(want == 2) < 0.82
+
+
+def test_the_final_board_head_needs_final_board_targets():
+    state, step, batch = _setup(TrainConfig(), final_board_head=True)
+    with pytest.raises(ValueError, match="final_board"):
+        step(state, batch.replace(final_board=None))
 
 
 def test_the_opponent_head_needs_reply_targets():

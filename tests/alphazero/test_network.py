@@ -255,6 +255,36 @@ def test_the_opponent_head_adds_a_sown_policy_and_leaves_inference_alone():
         np.testing.assert_allclose(outputs[1], want[1], rtol=1e-4, atol=1e-4)
 
 
+def test_the_final_board_head_adds_sown_cell_logits_and_leaves_inference_alone():
+    plain = network.make_network(NetworkConfig(num_blocks=1, channels=8))
+    both = NetworkConfig(num_blocks=1, channels=8, opponent_head=True, final_board_head=True)
+    for cfg, names in ((NetworkConfig(num_blocks=1, channels=8, final_board_head=True),
+                        {"Conv_3", "BatchNorm_3", "Conv_4"}),
+                       (both, {"Conv_3", "BatchNorm_3", "Dense_3", "Conv_4", "BatchNorm_4",
+                               "Conv_5"})):
+        headed = network.make_network(cfg)
+        variables = _perturbed(network.init_variables(headed, jax.random.key(4)), seed=5)
+        base = network.init_variables(plain, jax.random.key(4))
+        extra = set(variables["params"]) - set(base["params"])
+        assert extra == names  # after the others' names
+        obs = _random_obs(6)
+        _, updates = jax.jit(lambda v, x, headed=headed: headed.apply(
+            v, x, train=True, mutable=["batch_stats", "intermediates"]))(variables, obs)
+        (board,) = updates["intermediates"]["final_board_logits"]
+        assert board.shape == (BATCH, env.NUM_ROWS, env.NUM_COLS, 3)
+        assert board.dtype == jnp.float32
+        without = {"params": {k: v for k, v in variables["params"].items() if k not in extra},
+                   "batch_stats": {k: v for k, v in variables["batch_stats"].items()
+                                   if k not in extra}}
+        want = jax.jit(lambda v, x: plain.apply(v, x, train=False))(without, obs)
+        got = jax.jit(lambda v, x, headed=headed: headed.apply(v, x, train=False))(
+            variables, obs)
+        folded = jax.jit(network.make_apply_fn(headed))(variables, obs)
+        for outputs in (got, folded):
+            np.testing.assert_allclose(outputs[0], want[0], rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(outputs[1], want[1], rtol=1e-4, atol=1e-4)
+
+
 def test_global_pooling_lets_one_block_see_the_whole_board():
     """With 1x1 convolutions a plain block is per-cell; with global pooling a stone
     in one corner changes the block's output in the other."""

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from c4jax import env
+from c4jax import env, replay
 from c4jax.alphazero import search, selfplay
 
 
@@ -29,7 +29,7 @@ def _scripted(variables, key, state):
 
 def _run(num_steps, chunks, batch=3, **options):
     play = jax.jit(selfplay.make_selfplay(_scripted, num_steps=num_steps, **options))
-    sp = selfplay.init(batch)
+    sp = selfplay.init(batch, final_board=options.get("final_board_targets", False))
     out = []
     for i in range(chunks):
         sp, positions, valid, metrics = play({}, jax.random.key(i), sp)
@@ -60,6 +60,53 @@ def test_unfinished_games_are_carried_not_discarded():
     # After 9 moves each game is 2 moves into its second game: 2 rows wait in the tail.
     np.testing.assert_array_equal(np.asarray(sp.tail.valid).sum(0), [2, 2, 2])
     np.testing.assert_array_equal(np.asarray(sp.games.num_moves), [2, 2, 2])
+
+
+def _board(rows):
+    """[H, W, 3] one-hot planes (mover's stones, opponent's, empty) of an ASCII board."""
+    chars = np.array([list(r) for r in rows])
+    return np.stack([chars == "m", chars == "o", chars == "."], axis=-1).astype(np.float32)
+
+
+# The scripted games' last board (1212121), from each mover's side.
+_FINAL_FIRST = _board([".......", ".......", "m......", "mo.....", "mo.....", "mo....."])
+_FINAL_SECOND = _board([".......", ".......", "o......", "om.....", "om.....", "om....."])
+
+
+def test_final_board_targets_are_the_games_last_board_from_each_movers_side():
+    # Chunks of 3 moves: the games' first positions wait two chunks in the tail.
+    sp, out = _run(num_steps=3, chunks=3, final_board_targets=True)
+    positions, valid, _ = out[-1]
+    planes = np.asarray(replay.final_board_planes(positions.final_board))[valid]
+    player = np.asarray(positions.state.current_player)[valid]
+    assert len(player) == 7 * 3
+    for board, mover in zip(planes, player, strict=True):
+        np.testing.assert_array_equal(board, _FINAL_FIRST if mover == 0 else _FINAL_SECOND)
+    chex.assert_trees_all_equal_shapes_and_dtypes(sp, selfplay.init(3, final_board=True))
+    # The rows still waiting for their games' end carry no board yet.
+    assert not np.asarray(sp.tail.after).any() or np.asarray(sp.tail.done).any()
+
+
+def test_final_board_targets_need_the_tails_to_keep_the_boards():
+    play = selfplay.make_selfplay(_scripted, num_steps=3, final_board_targets=True)
+    with pytest.raises(ValueError, match="final_board=True"):
+        play({}, jax.random.key(0), selfplay.init(3))
+
+
+def test_final_boards_keep_unfinished_games_empty():
+    states = [env.from_moves(m) for m in ("", "1", "12", "")]
+    after = [env.from_moves(m) for m in ("1", "12", "123", "4")]
+    done = jnp.array([[False], [False], [True], [False]])
+    words = jnp.stack([selfplay.first_player_words(a) for a in after])[:, None]
+    player = jnp.array([[s.current_player] for s in states])
+    final = np.asarray(selfplay.final_boards(done, words, player))[:, 0]
+    board = replay.final_board_planes(final)
+    # x in columns 1 and 3, o in 2: the first player's side at moves 0 and 2, the other's at 1
+    first = _board(["......."] * 5 + ["mom...."])
+    second = _board(["......."] * 5 + ["omo...."])
+    for t, want in enumerate((first, second, first)):
+        np.testing.assert_array_equal(board[t], want)
+    assert not final[3].any()  # its game goes on: no board yet
 
 
 def test_game_results_marks_draws_and_unknown():
