@@ -146,7 +146,8 @@ def make_sgd_step(
         )
         # [B] per-example losses. The loss weighs them with the minibatch's weights
         # (policy surprise weighting) where it has them; the metrics of its parts
-        # (policy_loss, value_loss, opponent_policy_loss) stay unweighted.
+        # (policy_loss, value_loss, opponent_policy_loss, final_board_loss) stay
+        # unweighted.
         policy_losses = optax.softmax_cross_entropy(logits, batch.policy)
         value_losses = jnp.square(value - batch.value)
         policy_loss, value_loss = policy_losses.mean(), value_losses.mean()

@@ -53,7 +53,10 @@ These options widen what the network learns from:
 * ``final_board_targets``: each position also carries the board its game
   ended with, from the side of the position's mover (``final_boards``), for
   the network's final-board head (KataGo's ownership target, for Connect
-  Four: which cells end with whose stone, and which stay empty).
+  Four: which cells end with whose stone, and which stay empty). It is the
+  board the game really ended with, also for the positions that
+  ``opening_targets="search"`` trains before a random move (whose value
+  target is the search's): like the opponent's reply, it is what happened.
 * ``policy_surprise_weight = s`` (KataGo's policy surprise weighting): each
   trained position carries a loss weight ``(1 - s) + s k / mean(k)``, with
   ``k`` the KL divergence from the network's prior to the search's policy at

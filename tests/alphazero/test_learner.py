@@ -168,6 +168,16 @@ def test_the_final_board_head_learns_the_final_boards_and_adds_its_weighted_loss
     assert np.mean(want == 2) < 0.82
 
 
+def test_loss_weights_weigh_the_final_board_term_too():
+    # Weights of 2 everywhere double every term of the loss, the final board's too.
+    cfg = TrainConfig(warmup_steps=0, lr_schedule="constant", final_board_weight=0.7)
+    state, step, batch = _setup(cfg, final_board_head=True)
+    plain = step(state, batch)[1]
+    doubled = step(state, batch.replace(weight=jnp.full((6,), 2.0)))[1]
+    np.testing.assert_allclose(doubled["loss"], 2 * plain["loss"], rtol=1e-5)
+    np.testing.assert_allclose(doubled["final_board_loss"], plain["final_board_loss"], rtol=1e-6)
+
+
 def test_the_final_board_head_needs_final_board_targets():
     state, step, batch = _setup(TrainConfig(), final_board_head=True)
     with pytest.raises(ValueError, match="final_board"):

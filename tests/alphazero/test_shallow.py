@@ -189,7 +189,6 @@ def test_leaves_go_to_the_network_in_one_call():
     assert sorted(set(sizes[False])) == [32]
 
 
-
 @pytest.mark.parametrize("partitionable", [True, False])  # the command lines' mode, this suite's
 def test_games_searched_deeper_get_a_key_of_their_own(partitionable):
     # The games mctx searches apart (one legal move at 4 simulations) draw from a
