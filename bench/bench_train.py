@@ -13,7 +13,9 @@ reference runs the Flax module as written):
   the observation planes, then the learner step, in one ``lax.scan``). With
   ``--iteration`` the fused ``run.iteration`` is timed as well. With
   ``--stub-network`` the chunk is rebuilt the same way
-  (``selfplay.make_selfplay`` + ``replay.add``) around a search of the stub.
+  (``Trainer.make_selfplay`` + ``replay.add``) around a search of the stub;
+  the fused iteration always plays with the real network, so the two flags
+  are refused together.
 * **reference** (``bench.reference_pgx``): in the style of pgx's AlphaZero
   example, ``pgx.make("connect_four")`` vmapped with its state as the mctx
   embedding, self-play in ``lax.scan`` storing observations, value targets
@@ -298,6 +300,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.xla_paths == "as-shipped" and (args.iteration or args.stub_network):
         parser.error("--xla-paths as-shipped times the two pipelines' self-play and SGD; "
                      "drop --iteration and --stub-network")
+    if args.iteration and args.stub_network:
+        parser.error("--iteration times the fused run.iteration, whose self-play evaluates "
+                     "the real network: drop --iteration or --stub-network")
     return args
 
 

@@ -44,6 +44,13 @@ def test_as_shipped_refuses_what_it_cannot_time(extra, usage_error):
     assert "--xla-paths as-shipped" in err
 
 
+def test_the_fused_iteration_is_not_timed_beside_a_stubbed_self_play(usage_error):
+    """The fused ``run.iteration`` plays with the real network: printed beside the stub's
+    pieces it read as a stubbed iteration."""
+    err = usage_error(bench_train.parse_args, ["--stub-network", "--iteration"])
+    assert "--iteration" in err and "real network" in err
+
+
 @pytest.mark.parametrize("flag", ["--blocks", "--channels", "--sims", "--batch", "--steps",
                                   "--minibatch", "--sgd-steps", "--repeats"])
 @pytest.mark.parametrize("value", ["0", "-3"])
