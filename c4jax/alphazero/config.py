@@ -139,7 +139,8 @@ class TrainConfig:
     learning_rate: float = schema.field(1e-3, gt=0)
     """Peak learning rate."""
     warmup_steps: int = schema.field(100, ge=0)
-    """Linear warm-up of the learning rate, in SGD steps."""
+    """Linear warm-up of the learning rate, in SGD steps (constant and cosine schedules;
+    onecycle has its own rise and ignores it)."""
     lr_schedule: Literal["constant", "cosine", "onecycle"] = "cosine"
     """After warm-up: constant, or cosine decay to 10% at the last SGD step; or
     onecycle (no warm-up): up from 4% of the peak over the first 30% of the SGD
