@@ -173,18 +173,21 @@ def num_exhaustive_openings(opening_moves: int) -> int:
 
 
 def _opening(
-    key: jax.Array, *, num_pairs: int, opening_moves: int, exhaustive: bool = False
+    key: jax.Array, *, num_pairs: int, opening_moves: int, exhaustive: bool = False,
+    first_pair: int | jax.Array = 0,
 ) -> env.State:
     """[P] starting positions after ``opening_moves`` plies from the empty board.
 
     Random plies by default, each uniform over the legal moves that do not win
     at once, so that no game is decided before the agents move (only a
     position where every legal move wins, never met in 10**6 random 20-ply
-    openings, takes one of them); ``exhaustive``: pair ``i`` plays the ``i``-th (mod 7**K) of
-    all K-ply sequences, the first ply the most significant base-7 digit (no
-    column fills and no game ends within 6 plies).
+    openings, takes one of them); ``exhaustive``: pair ``i`` plays the
+    ``(first_pair + i)``-th (mod 7**K) of all K-ply sequences, the first ply the
+    most significant base-7 digit (no column fills and no game ends within 6
+    plies). ``first_pair`` ([] int, may be traced) lets a long match play the
+    sequences in chunks.
     """
-    pair = jnp.arange(num_pairs)
+    pair = first_pair + jnp.arange(num_pairs)
 
     def opening_ply(i, s):
         if exhaustive:
@@ -211,18 +214,20 @@ def _moves(static, arrays: list, key: jax.Array, state: env.State) -> jax.Array:
 
 
 def _build_match(static_a, static_b, num_pairs: int, opening_moves: int, exhaustive: bool):
-    """Jitted ``(key, arrays_a, arrays_b) -> (winner [2, P], num_moves [2, P])``.
+    """Jitted ``(key, arrays_a, arrays_b, first_pair) -> (winner [2, P], num_moves [2, P])``.
 
     Row 0 holds the games in which agent_a moves first, row 1 those in which
-    agent_b does; column i of both rows shares one opening.
+    agent_b does; column i of both rows shares one opening (``_opening``'s
+    pair ``i``; ``first_pair`` [] int32 shifts the exhaustive ones).
     """
 
-    def match(key, arrays_a, arrays_b):
+    def match(key, arrays_a, arrays_b, first_pair):
         agent_a = functools.partial(_moves, static_a, arrays_a)
         agent_b = functools.partial(_moves, static_b, arrays_b)
         k_open, k_play = jax.random.split(key)
         start = _opening(
-            k_open, num_pairs=num_pairs, opening_moves=opening_moves, exhaustive=exhaustive
+            k_open, num_pairs=num_pairs, opening_moves=opening_moves, exhaustive=exhaustive,
+            first_pair=first_pair,
         )
 
         def ply(k, first_group, second_group, a_to_move_in_first):
@@ -271,6 +276,7 @@ def _play_on_host(
     observer: Observer | None = None,
     exhaustive: bool = False,
     observed_games: int | None = None,
+    first_pair: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The match of ``_build_match`` ply by ply from Python, for host agents.
 
@@ -295,7 +301,7 @@ def _play_on_host(
     )
     step = protocol.cached_jit(("env.step",), lambda: jax.jit(env.step))
     act_a, act_b = protocol.batched_act(agent_a), protocol.batched_act(agent_b)
-    g1 = g2 = opening(k_open)
+    g1 = g2 = opening(k_open, first_pair=jnp.int32(first_pair))
     counted = 2 * num_pairs if observed_games is None else observed_games
     seen = (2 * np.arange(num_pairs) < counted, 2 * np.arange(num_pairs) + 1 < counted)
 
@@ -331,6 +337,7 @@ def play_games(
     observer: Observer | None = None,
     every_opening: bool = False,
     observed_games: int | None = None,
+    first_opening: int = 0,
 ) -> MatchResult:
     """Plays ``num_games`` games between two agents, colours alternated.
 
@@ -353,6 +360,9 @@ def play_games(
         every_opening: the openings are not random but all 7**K K-ply
             sequences in turn (K = ``opening_moves`` <= 4): with ``num_games``
             = 2 * 7**K, every opening once in each colour.
+        first_opening: with ``every_opening``, games 2i and 2i + 1 play
+            sequence number ``first_opening + i`` (mod 7**K): a long match in
+            chunks (``play_match``). Ignored otherwise.
         observed_games: the observer sees only the first this many games, 1 to
             ``num_games`` (``play_match``'s last chunk; None: ``num_games``).
 
@@ -369,11 +379,14 @@ def play_games(
     observed_games = num_games if observed_games is None else observed_games
     if not 1 <= observed_games <= num_games:
         raise ValueError(f"observed_games must be in 1..{num_games}, got {observed_games}")
+    if first_opening < 0:
+        raise ValueError(f"first_opening must be >= 0, got {first_opening}")
+    first_pair = first_opening if every_opening else 0
     num_pairs = (num_games + 1) // 2
     if protocol.is_host(agent_a) or protocol.is_host(agent_b) or observer is not None:
         winner, num_moves = _play_on_host(
             agent_a, agent_b, key, num_pairs, opening_moves, observer, every_opening,
-            observed_games,
+            observed_games, first_pair,
         )
     else:
         static_a, arrays_a = split_agent(agent_a)
@@ -384,7 +397,8 @@ def play_games(
                 _build_match, static_a, static_b, num_pairs, opening_moves, every_opening
             ),
         )
-        winner, num_moves = jax.device_get(match(key, arrays_a, arrays_b))  # [2, P] each
+        winner, num_moves = jax.device_get(
+            match(key, arrays_a, arrays_b, jnp.int32(first_pair)))  # [2, P] each
 
     # Interleave: game 2i = row 0 (a first, a is player 0), 2i+1 = row 1 (a is player 1).
     a_player = np.array([[0], [1]])
@@ -420,8 +434,8 @@ def play_match(
     Args:
         agent_a, agent_b, key, opening_moves, observer: as for ``play_games``
             (the observer sees the games that count only).
-        every_opening: as for ``play_games``; the match is then one chunk,
-            whatever ``batch_size``, so that no opening repeats.
+        every_opening: as for ``play_games``; each chunk starts at the opening
+            after the previous chunk's last, so that no opening repeats.
         num_games: games that count, >= 1.
         batch_size: games played at once.
         progress: progress over the chunks, labelled ``desc`` (``progress_steps``:
@@ -433,7 +447,7 @@ def play_match(
     if num_games < 1:
         raise ValueError(f"--games: got {num_games}, allowed: >= 1")
     at_once = max(2, batch_size - batch_size % 2)  # whole pairs
-    size = math.ceil(num_games / (1 if every_opening else math.ceil(num_games / at_once)))
+    size = math.ceil(num_games / math.ceil(num_games / at_once))
     size += size % 2  # whole pairs per chunk
     num_chunks = math.ceil(num_games / size)  # each with a game that counts
     parts = []
@@ -451,6 +465,7 @@ def play_match(
                 observer=observer,
                 every_opening=every_opening,
                 observed_games=min(size, num_games - c * size),
+                first_opening=c * size // 2,
             )
         )
     outcomes = np.concatenate([p.outcomes for p in parts])[:num_games]

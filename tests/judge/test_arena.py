@@ -242,3 +242,35 @@ def test_every_opening_is_limited_to_four_plies():
     with pytest.raises(ValueError, match=r"allowed: 0..4"):
         arena.play_games(random_agent, random_agent, jax.random.key(0), 2,
                          opening_moves=5, every_opening=True)
+
+
+def _leftmost(key, state):
+    """A deterministic agent: the leftmost legal column."""
+    del key
+    return jnp.argmax(env.legal_action_mask(state), axis=-1).astype(jnp.int32)
+
+
+def test_every_opening_in_chunks_of_the_batch_size_plays_each_opening_once():
+    """``--batch-size`` bounds the games at once of an every-opening match too (it was
+    one chunk of all 2 * 7**K games, whatever the batch size): the chunks go on where
+    the last one stopped, so the 98 games are those of the one-chunk match."""
+    starts = {True: [], False: []}
+    largest = []
+
+    def observer(state, actions, is_a):
+        moves = np.asarray(state.num_moves)
+        largest.append(moves.shape[0])
+        if moves.min() == 2:  # the chunk's first ply: the openings themselves
+            starts[is_a].extend(b.tobytes() for b in
+                                np.asarray(env.observe(state)).reshape(moves.shape[0], -1))
+
+    chunked = arena.play_match(_leftmost, _leftmost, jax.random.key(3), 98, opening_moves=2,
+                               batch_size=16, every_opening=True, observer=observer)
+    whole = arena.play_match(_leftmost, _leftmost, jax.random.key(3), 98, opening_moves=2,
+                             every_opening=True)
+    assert max(largest) <= 8  # half of a chunk of at most 16 games
+    for is_a in (True, False):
+        assert len(starts[is_a]) == 49 and len(set(starts[is_a])) == 49
+    np.testing.assert_array_equal(chunked.outcomes, whole.outcomes)
+    np.testing.assert_array_equal(chunked.num_moves, whole.num_moves)
+    np.testing.assert_array_equal(chunked.a_first, whole.a_first)
