@@ -61,7 +61,15 @@ def _terminal_settings():
 
 
 def exit_now(message: str, code: int = EXIT_CODE, terminal=None) -> None:
-    """Flushes stdout, prints ``message`` on stderr and ends the process (no teardown)."""
+    """Removes the temporary files of output files being written, flushes stdout,
+    prints ``message`` on stderr and ends the process (no teardown)."""
+    # os._exit skips write_whole's cleanup. Looked up, not imported: this module
+    # loads before the rest of the package, and a process that never imported
+    # the outputs module has no such file.
+    outputs = sys.modules.get("c4jax.store.outputs")
+    if outputs is not None:
+        with contextlib.suppress(Exception):
+            outputs.remove_temporary()
     if terminal is not None:
         import termios
 

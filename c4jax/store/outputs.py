@@ -8,7 +8,8 @@
 probe file (a full disk refuses it) and remove both again: a check leaves
 nothing behind. ``write_output`` and ``write_text`` fill a temporary file
 beside the target, flush it to the disk and rename it over the target, so a
-reader never sees half a file and a failure leaves the old one as it was.
+reader never sees half a file and a failure leaves the old one as it was (a
+command's Ctrl-C included: ``remove_temporary``).
 
 A path that cannot be written is one line naming it and saying why
 (``OutputError``, a ValueError, with the exit status to end with: 2 for a path
@@ -23,6 +24,7 @@ import contextlib
 import errno
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -153,6 +155,39 @@ def check_output(path: str | Path, *, name: str) -> Path:
     return path
 
 
+# The temporary files of the ``write_whole`` calls running now, for remove_temporary.
+_writing: set[str] = set()
+_writing_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _temporary(path: Path):
+    """Lists ``path`` for ``remove_temporary`` while the block runs."""
+    with _writing_lock:
+        _writing.add(str(path))
+    try:
+        yield
+    finally:
+        with _writing_lock:
+            _writing.discard(str(path))
+
+
+def remove_temporary() -> None:
+    """Removes the temporary files of the ``write_whole`` calls running now (best
+    effort; any thread). A command's Ctrl-C, SIGTERM or SIGHUP ends the process
+    with ``os._exit`` (``run.interrupt.exit_now``), which skips the cleanup of
+    ``write_whole``: that calls this first, so no temporary file is left behind."""
+    if not _writing_lock.acquire(timeout=1.0):
+        return
+    try:
+        names = list(_writing)
+    finally:
+        _writing_lock.release()
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
 def write_whole(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Replaces ``path`` whole or not at all: ``write(tmp)`` fills a temporary file
     beside it, which is flushed to the disk and renamed over ``path``. On any failure
@@ -165,11 +200,14 @@ def write_whole(path: str | Path, write: Callable[[Path], object]) -> Path:
     # A bounded name: the file's own may already be as long as the system allows.
     tmp = path.with_name(f".{path.name[:64]}.{os.getpid()}.tmp")
     try:
-        write(tmp)
-        with open(tmp, "rb+") as file:
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:  # a full disk, a failing writer, Ctrl-C
+        # A command's Ctrl-C ends the process at once (run.interrupt.exit_now), past
+        # the except below: it calls remove_temporary.
+        with _temporary(tmp):
+            write(tmp)
+            with open(tmp, "rb+") as file:
+                os.fsync(file.fileno())
+            os.replace(tmp, path)
+    except BaseException as err:  # a full disk, a failing writer, KeyboardInterrupt
         with contextlib.suppress(OSError):
             tmp.unlink()
         if isinstance(err, OSError):

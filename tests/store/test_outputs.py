@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 from faults import fill, small_fs  # a real tmpfs: read-only, or full
@@ -56,6 +61,46 @@ def test_a_failing_writer_or_a_ctrl_c_leaves_no_temporary_and_the_old_file(tmp_p
         with pytest.raises(type(error)):
             outputs.write_whole(path, fails(error))
         assert os.listdir(tmp_path) == ["plot.png"] and path.read_text() == "old"
+
+
+_INTERRUPTED_WRITE = """
+import os, signal, sys, time
+from pathlib import Path
+from c4jax.run import interrupt
+from c4jax.store import outputs
+interrupt.exit_on_interrupt("Interrupted.")
+path = Path(sys.argv[1])
+outputs.write_text(path, "old")
+
+def write(tmp):
+    tmp.write_text("half")
+    print("writing", flush=True)
+    time.sleep(60)
+
+outputs.write_output(path, write, name="--plot")
+"""
+
+
+@pytest.mark.slow
+def test_a_commands_ctrl_c_while_writing_leaves_no_temporary_and_the_old_file(tmp_path):
+    """A command's Ctrl-C ends the process at once (``interrupt.exit_now``), past
+    ``write_whole``'s cleanup: the temporary file (``plot`` renders a figure into
+    it) was left behind; the old file stays."""
+    path = tmp_path / "plot.png"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_INTERRUPTED_WRITE), str(path)],
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(root)}, cwd=root,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "writing\n"
+        assert len(os.listdir(tmp_path)) == 2  # the old file and the temporary one
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Interrupted." in err
+    assert os.listdir(tmp_path) == ["plot.png"] and path.read_text() == "old"
 
 
 def test_a_name_too_long_is_refused_before_the_work_and_the_longest_one_is_written(tmp_path):
