@@ -109,12 +109,35 @@ def _parse_checkpoint(text: str) -> registry.AgentSpec:
         run = registry.parse_spec(text)
     except ValueError:
         run = None
+    if run is not None and run.kind == "dqn":
+        raise ValueError(_value_based(text))
     if run is None or run.kind != "run" or run.sims is not None:
         raise ValueError(
             f"--checkpoint: {text!r} is not a run directory; give RUN_DIR or RUN_DIR:STEP"
             " (STEP: an iteration, last or best; simulations go in --sims)"
         )
     return run
+
+
+def _value_based(text: str) -> str:
+    return (f"--checkpoint: {inputs.shown(text)} is a value-based run, which does not search:"
+            " give it in --baselines")
+
+
+def _checkpoint_agent(run: registry.AgentSpec, text: str, sims: int, tell):
+    """The ``--checkpoint`` agent with ``sims`` simulations: a run's checkpoint, or a
+    network written by ``python -m c4jax.export network`` (one step, no :STEP)."""
+    from c4jax.dqn.config import is_dqn_run
+    from c4jax.store import exported
+
+    if is_dqn_run(run.run_dir):
+        raise ValueError(_value_based(text))
+    if exported.is_exported(run.run_dir):
+        if run.step is not None:
+            raise ValueError(f"--checkpoint: {inputs.shown(text)} is an exported network,"
+                             " which holds one step: drop :STEP")
+        return registry.make_exported_agent(run.run_dir, sims=sims)
+    return registry.make_run_agent(run.run_dir, step=run.step, sims=sims, tell=tell)
 
 
 def _tell(line: str) -> None:
@@ -263,9 +286,11 @@ def run_solver(args) -> dict:
         for k, sims in enumerate(parse_sims(args.sims)):
             tell = _tell if k == 0 else None  # one line for the run
             try:
-                named = registry.make_run_agent(run.run_dir, step=run.step, sims=sims, tell=tell)
+                named = _checkpoint_agent(run, args.checkpoint, sims, tell)
             except ValueError as err:
-                raise ValueError(f"--checkpoint: {registry.short_error(err)}") from None
+                message = registry.short_error(err)
+                raise ValueError(message if message.startswith("--checkpoint: ")
+                                 else f"--checkpoint: {message}") from None
             if named.name in [name for name, _ in pool]:
                 raise ValueError(
                     f"agent {named.name!r} is given twice: by --baselines and by "
@@ -425,7 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="RUN_DIR[:STEP]",
         help="a run directory: its best checkpoint by evaluation score (the iteration is"
-        " printed), or STEP: an iteration, last (the newest checkpoint) or best",
+        " printed), or STEP: an iteration, last (the newest checkpoint) or best; or a"
+        " folder written by python -m c4jax.export network",
     )
     solver_p.add_argument(
         "--sims",

@@ -392,6 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except cli.UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    # "$RUN" with RUN unset: "" would be read as this folder
+    if args.run_dir is not None and not args.run_dir.removeprefix("dqn:").strip():
+        print("error: run_dir: empty; give a run directory, or leave it out for the"
+              " pretrained agent", file=sys.stderr)
+        return 2
     if args.run_dir is None and args.step is not None:
         print("error: --step needs a run directory", file=sys.stderr)
         return 2

@@ -145,6 +145,11 @@ def main(argv: Sequence[str] | None = None, release_interrupt=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
+    # "$RUN" with RUN unset: "" would be read as this folder
+    if args.run_dir is not None and not args.run_dir.strip():
+        print("error: run_dir: empty; give a run directory, or leave it out for the"
+              " pretrained agent", file=sys.stderr)
+        return 2
     if args.run_dir is None and args.step is not None:
         print("error: --step needs a run directory", file=sys.stderr)
         return 2

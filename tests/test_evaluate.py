@@ -351,6 +351,28 @@ def test_solver_json(tiny_run, tmp_path, capsys):
                 assert rate is None or 0.0 <= low <= rate <= high <= 1.0
 
 
+def test_solver_checkpoint_takes_an_exported_network_and_points_a_value_based_run_away(
+        tmp_path, capsys):
+    """An exported folder is an agent spec everywhere else; ``--checkpoint`` called it
+    "not a run directory", and a value-based run (``dqn:RUN`` or its folder) too."""
+    from c4jax.dqn.config import ALGORITHM
+
+    shipped = str(Path(evaluate.__file__).parent / "pretrained")
+    argv = ["solver", "--checkpoint", shipped, "--sims", "0", "--sets", "L1_R1",
+            "--positions", "4", "--baselines", ""]
+    assert evaluate.main(argv) == 0
+    assert f"{shipped}@0" in capsys.readouterr().out
+    assert evaluate.main([*argv[:2], f"{shipped}:3", *argv[3:]]) == 2
+    assert "is an exported network, which holds one step: drop :STEP" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text(json.dumps({"algorithm": ALGORITHM}))
+    for spec in (f"dqn:{tmp_path}", str(tmp_path)):
+        assert evaluate.main([*argv[:2], spec, *argv[3:]]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --checkpoint: ") and err.count("\n") == 1
+        assert err.endswith(" is a value-based run, which does not search: give it in"
+                            " --baselines\n")
+
+
 def test_solver_refuses_an_agent_given_by_both_lists(tiny_run, capsys):
     """Two agents of one name would overwrite each other's results in the report."""
     argv = ["solver", "--checkpoint", str(tiny_run), "--sims", "0", "--sets", "L1_R1",

@@ -208,6 +208,19 @@ def test_main_missing_run_exits_2(tmp_path, capsys):
     assert "not a run directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("run_dir", ["", " ", "dqn:"])
+def test_an_empty_run_dir_is_refused_not_read_as_this_folder(run_dir, tmp_path, monkeypatch,
+                                                             capsys):
+    """``play "$RUN"`` with RUN unset said it loaded the pretrained agent, then read the
+    current folder as a run (a run directory there: that run, named as pretrained)."""
+    (tmp_path / "checkpoints").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert play.main([run_dir, "--first", "human"]) == 2
+    out, err = capsys.readouterr()
+    assert err == ("error: run_dir: empty; give a run directory, or leave it out for the"
+                   " pretrained agent\n") and "Loading" not in out
+
+
 @pytest.mark.parametrize(
     "argv, problem",
     [

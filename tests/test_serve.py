@@ -217,6 +217,8 @@ def test_serve_command_line_errors(tmp_path, capsys):
     assert serve.main([str(tmp_path / "nope"), "--port", str(_free_port())]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "not a run directory" in err and err.count("\n") == 1
+    assert serve.main(["", "--port", str(_free_port())]) == 2  # "$RUN" with RUN unset
+    assert capsys.readouterr().err.startswith("error: run_dir: empty; give a run directory")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
