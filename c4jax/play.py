@@ -139,12 +139,13 @@ def ask_human_move(input_fn: InputFn, print_fn: PrintFn, moves: str) -> int:
 def ask_yes_no(input_fn: InputFn, print_fn: PrintFn, prompt: str, explain: str) -> bool:
     """Asks a y/n question until answered (raises Quit on q or end of input)."""
     while True:
-        answer = _read(input_fn, prompt).lower()
+        typed = _read(input_fn, prompt)
+        answer = typed.lower()
         if answer in ("y", "yes"):
             return True
         if answer in ("n", "no"):
             return False
-        print_fn(f"{answer!r}: answer {explain}")
+        print_fn(f"{inputs.shown(typed)}: answer {explain}")
 
 
 def ask_human_first(input_fn: InputFn, print_fn: PrintFn) -> bool:

@@ -132,18 +132,23 @@ def read_metrics(path: str | Path) -> list[dict]:
 def series(records: Sequence[dict], key: str) -> tuple[list[float], list[float]]:
     """``(steps, values)`` of the records that have a finite number under ``key``.
 
-    The x value is the record's ``step`` (its index + 1 if it has none).
+    The x value is the record's ``step`` (its index + 1 if it has none); a record
+    whose ``step`` is not a finite number (a hand-edited file) is skipped.
     """
     xs, ys = [], []
     for i, record in enumerate(records):
-        value = record.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        value, step = record.get(key), record.get("step", i + 1)
+        if not (_finite_number(value) and _finite_number(step)):
             continue
-        if not math.isfinite(value):
-            continue
-        xs.append(float(record.get("step", i + 1)))
+        xs.append(float(step))
         ys.append(float(value))
     return xs, ys
+
+
+def _finite_number(value) -> bool:
+    """A JSON number (not a bool) that is finite."""
+    return (not isinstance(value, bool) and isinstance(value, int | float)
+            and math.isfinite(value))
 
 
 def elapsed_minutes(records: Sequence[dict]) -> tuple[list[float], list[float]]:

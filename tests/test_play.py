@@ -85,6 +85,16 @@ def test_ask_human_first_reprompts():
         play.ask_human_first(scripted([]), printed.append)
 
 
+def test_a_long_or_capitalised_answer_is_shown_short_and_as_typed():
+    """The column prompt showed a long line cut short; the y/n prompts echoed it whole
+    (100,000 characters), lowercased."""
+    printed = []
+    assert play.ask_human_first(scripted(["Maybe", "yes please " + "x" * 100_000, "y"]),
+                                printed.append) is True
+    assert printed[0].startswith("'Maybe': answer")
+    assert len(printed[1]) < 300 and printed[1].startswith("'yes please xxx")
+
+
 def test_check_column():
     assert play.check_column("3", "") == (2, None)
     assert play.check_column("7", "111111") == (6, None)

@@ -58,6 +58,17 @@ def test_plot_writes_pngs_for_present_metrics(tmp_path, capsys):
     assert "wrote 7 plots" in printed and str(out / "losses.png") in printed
 
 
+def test_a_record_whose_step_is_not_a_number_is_skipped(tmp_path, capsys):
+    """A hand-edited ``"step": null`` was a TypeError traceback (exit 1)."""
+    assert plot.series([{"step": None, "loss": 0.5}, {"step": "abc", "loss": 0.4},
+                        {"step": 3, "loss": 0.3}, {"loss": 0.2}], "loss") == (
+        [3.0, 4.0], [0.3, 0.2])
+    (tmp_path / "metrics.jsonl").write_text(
+        '{"step": null, "loss": 0.5}\n{"step": 2, "loss": 0.4}\n')
+    assert plot.main([str(tmp_path)]) == 0
+    assert "wrote" in capsys.readouterr().out
+
+
 def test_plot_skips_absent_metrics_and_defaults_to_run_plots(tmp_path):
     _write_metrics(tmp_path / "metrics.jsonl", with_mistakes=False)
     written = plot.plot_run(tmp_path)
