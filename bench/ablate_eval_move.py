@@ -13,13 +13,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import sys
-from pathlib import Path
 
 import jax
 
-from bench import bench_env
+from bench import bench_env, outfile
 from c4jax.alphazero import network, search
 from c4jax.judge import solver
 from c4jax.store import checkpoints
@@ -32,7 +30,7 @@ def main(argv=None) -> int:
     parser.add_argument("run", help="RUN_DIR or RUN_DIR:STEP")
     parser.add_argument("--sims", default="16,64")
     parser.add_argument("--positions", type=bench_env.at_least(1), default=None)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=outfile.path_arg("--json"), default=None)
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()
     run, _, step = args.run.partition(":")
@@ -54,9 +52,8 @@ def main(argv=None) -> int:
             print(f"{name:18s} {rates}  mean {mean:5.2f}", flush=True)
     print(solver.format_table(rows))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"run": args.run, "step": restored.step, "results": rows},
-                                        indent=1, default=float))
+        outfile.write_json(args.json, {"run": args.run, "step": restored.step, "results": rows},
+                           name="--json", indent=1, default=float)
     return 0
 
 

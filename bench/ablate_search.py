@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import math
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from bench import outfile
 from c4jax.alphazero import config, network, search
 from c4jax.judge import solver
 from c4jax.store import checkpoints, exported
@@ -136,9 +136,8 @@ def score_agents(
 
 def write_json(path: Path, header: dict, rows: dict, mistakes: dict) -> None:
     """``header`` plus the results and the mistaken positions' indices, as JSON."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     record = {**header, "results": rows, "mistakes": mistakes}
-    path.write_text(json.dumps(record, indent=1, default=float))
+    outfile.write_json(path, record, name="--json", indent=1, default=float)
 
 
 def main(argv=None) -> int:
@@ -149,7 +148,7 @@ def main(argv=None) -> int:
     parser.add_argument("--variant", action="append", default=None)
     parser.add_argument("--positions", type=int, default=None, help="the first N of each set")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=outfile.path_arg("--json"), default=None)
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()
     try:

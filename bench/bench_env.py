@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import platform
 import shlex
@@ -32,6 +31,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from bench import outfile
 
 NUM_ACTIONS = 7  # both envs: one action per column
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_cpu.json"
@@ -353,7 +354,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--repeats", type=at_least(1), default=10,
                         help="timed calls; the best counts")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
+    parser.add_argument("--out", type=outfile.path_arg("--out"), default=DEFAULT_OUT,
+                        help="JSON results file")
     parser.add_argument("--skip-pgx", action="store_true", help="time c4jax only")
     return parser.parse_args(argv)
 
@@ -406,7 +408,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "results": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    outfile.write_json(args.out, result, name="--out")
     print(f"wrote {args.out}")
     return result
 

@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from bench import outfile
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CONV_LOOP = 20  # calls of one convolution (or gradient) a timed program
@@ -221,7 +222,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--config", default="cpu", help="preset or JSON path whose network is timed")
     p.add_argument("--batches", default="256,1024,4096", help="batch sizes, comma-separated")
     p.add_argument("--repeats", type=int, default=9, help="timed rounds (median counts)")
-    p.add_argument("--out", type=Path, default=RESULTS_DIR / "network_cpu.json")
+    p.add_argument("--out", type=outfile.path_arg("--out"),
+                   default=RESULTS_DIR / "network_cpu.json")
     args = p.parse_args(argv)
     try:
         args.batch_sizes = [int(b) for b in args.batches.split(",")]
@@ -255,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "xla_flags": os.environ.get("XLA_FLAGS", "")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    outfile.write_json(args.out, {"meta": meta, "rows": rows}, name="--out", indent=1)
     print(f"wrote {args.out}")
     return 0
 

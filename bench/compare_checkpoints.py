@@ -26,6 +26,7 @@ import json
 import sys
 from pathlib import Path
 
+from bench import outfile
 from bench.ablate_search import (
     load_positions,
     paired_report,
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sets", default="L1_R3", help="comma-separated names or .jsonl files")
     parser.add_argument("--positions", type=int, default=None, help="the first N of each set")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=outfile.path_arg("--json"), default=None)
     parser.add_argument(
         "--reference",
         type=Path,

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import outfile
+
 
 def mean_rate(row: dict) -> float:
     """Mean mistake rate (%) over the sets of one evaluated checkpoint."""
@@ -74,7 +76,8 @@ def main(argv=None) -> int:
     parser.add_argument("--title", default="Mean mistake rate on the six Pons sets")
     parser.add_argument("--xlabel", default="training wall time (minutes)",
                         help="say here how the runs shared the machine, if they did")
-    parser.add_argument("--out", type=Path, required=True, help="PNG path")
+    parser.add_argument("--out", type=outfile.path_arg("--out"), required=True,
+                        help="PNG path")
     args = parser.parse_args(argv)
     labels = args.label or [p.stem for p in args.curves]
     if len(labels) != len(args.curves):
@@ -123,7 +126,7 @@ def main(argv=None) -> int:
     ax.legend(fontsize=8)
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=120)
+    outfile.save_figure(fig, args.out, name="--out", dpi=120)
     print(f"wrote {args.out}")
     return 0
 

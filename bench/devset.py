@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import random
 import sys
-from pathlib import Path
 
+from bench import outfile
 from c4jax.judge import perfect, solver
 
 # Difficulty bands, in stones left to play under perfect play as ``moves_left``
@@ -115,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--like", default="L1_R3", help="the Pons set to imitate")
     parser.add_argument("--num", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=outfile.path_arg("--out"), required=True)
     args = parser.parse_args(argv)
     if args.like not in solver.SET_NAMES:
         parser.error(f"--like: unknown set {args.like!r}; allowed: {', '.join(solver.SET_NAMES)}")
@@ -132,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(e))
     print(file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    outfile.write_json(args.out, rows, name="--out", lines=True)
     print(f"wrote {len(rows)} positions to {args.out}")
 
 

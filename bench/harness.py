@@ -42,7 +42,7 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from bench import bench_env
+from bench import bench_env, outfile
 
 PIPELINES = ("c4jax", "reference")  # the two pipelines the ratios compare, in this order
 
@@ -481,7 +481,7 @@ def result_record(
 
 
 def write_result(out: Path, record: dict[str, Any]) -> None:
-    """Writes the JSON results file ``out`` (its folder made if missing) and says so."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
+    """Writes the JSON results file ``out`` whole (its folder made if missing) and says
+    so (``outfile.write_json``: on stdout if it cannot be written)."""
+    outfile.write_json(out, record, name="--out")
     print(f"wrote {out}")

@@ -43,6 +43,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench import outfile
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 _MARK = "SCALING_RESULT "  # prefix of the worker's result line on stdout
@@ -264,7 +266,7 @@ def plot(results: list[dict], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    outfile.save_figure(fig, path, name="--plot", dpi=120)
     plt.close(fig)
 
 
@@ -302,8 +304,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-processes", dest="processes", action="store_false",
                    help="skip the 2-process rows")
     p.add_argument("--timeout", type=float, default=900, help="seconds per row")
-    p.add_argument("--out", type=Path, default=RESULTS_DIR / "scaling_cpu.json")
-    p.add_argument("--plot", type=Path, default=None, help="PNG (default: --out with .png)")
+    p.add_argument("--out", type=outfile.path_arg("--out"),
+                   default=RESULTS_DIR / "scaling_cpu.json")
+    p.add_argument("--plot", type=outfile.path_arg("--plot"), default=None,
+                   help="PNG (default: --out with .png)")
     # the worker's own flags
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=0, help=argparse.SUPPRESS)
@@ -350,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "rows": results}, indent=1) + "\n")
+    outfile.write_json(args.out, {"meta": meta, "rows": results}, name="--out", indent=1)
     png = args.plot or args.out.with_suffix(".png")
     plot(results, png)
     print(f"wrote {args.out} and {png}")

@@ -34,7 +34,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from bench import bench_env
+from bench import bench_env, outfile
 from c4jax.judge import arena, perfect, registry, solver
 from c4jax.run import xla_flags
 from c4jax.store import exported
@@ -156,7 +156,7 @@ def plot(record: dict, path: Path) -> None:
     right.set_title(f"against perfect from every {record['openings']}-ply opening, {games} "
                     "games\n(a perfect agent: 50% score, 100% kept)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    outfile.save_figure(fig, path, name="--out", dpi=120)
     plt.close(fig)
 
 
@@ -193,7 +193,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, default=250)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--redo", action="store_true", help="measure points already done")
-    parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    parser.add_argument("--out", type=outfile.path_arg("--out", ".json", ".png"), required=True,
+                        help="output path without suffix")
     args = parser.parse_args(argv)
     xla_flags.enable_fast_cpu()  # the command lines' code path, before the first device query
 
@@ -226,9 +227,7 @@ def main(argv=None) -> int:
         point["device"], point["command"] = record["device"], record["command"]
         record["points"][kind][str(n)] = point
         print(_line(spec, point), flush=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(record, indent=1, default=float))
-        tmp.replace(path)
+        outfile.write_json(path, record, name="--out", indent=1, default=float)
     plot(record, args.out.with_suffix(".png"))
     print(table(record))
     print(f"wrote {path} and {args.out.with_suffix('.png')}")

@@ -14,11 +14,11 @@ is a wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from pathlib import Path
+
+from bench import outfile
 
 _STARTED = time.perf_counter()
 
@@ -82,7 +82,8 @@ def measure(config_name: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="cpu", help="a preset name or a JSON path")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=outfile.path_arg("--json"),
+                        help="also write the figures here")
     args = parser.parse_args(argv)
     from c4jax.alphazero import config as config_lib
 
@@ -103,8 +104,7 @@ def main(argv=None) -> int:
         result.update(config=args.config, command=bench_env.command_line("bench.startup", argv),
                       device={**bench_env.device_info(("mctx", "flax")),
                               "load_average_after": os.getloadavg()})
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        outfile.write_json(args.json, result, name="--json", indent=1)
         print(f"wrote {args.json}")
     return 0
 

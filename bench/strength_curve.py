@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jax
 
-from bench import bench_env
+from bench import bench_env, outfile
 from c4jax.judge import registry, solver
 from c4jax.store import checkpoints
 
@@ -54,7 +54,7 @@ def plot(rows: list[dict], sets: list[str], path: Path, title: str) -> None:
     ax.grid(alpha=0.3)
     ax.legend(ncol=2, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    outfile.save_figure(fig, path, name="--out", dpi=120)
     plt.close(fig)
 
 
@@ -65,7 +65,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", default=None, help="comma-separated (default: all kept)")
     parser.add_argument("--sets", default=",".join(solver.SET_NAMES))
     parser.add_argument("--positions", type=bench_env.at_least(1), default=None)
-    parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    parser.add_argument("--out", type=outfile.path_arg("--out", ".json", ".png"), required=True,
+                        help="output path without suffix")
     args = parser.parse_args(argv)
     checkpoints.quiet_orbax_logs()
     manager = checkpoints.open_for_reading(args.run)
@@ -84,11 +85,9 @@ def main(argv=None) -> int:
         rows.append({"step": step, "minutes": minutes.get(step), "results": results})
         rates = "  ".join(f"{s} {100 * r['mistake_rate']:5.1f}" for s, r in results.items())
         print(f"step {step:4d} ({minutes.get(step, 0):5.1f} min): {rates}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(
-        json.dumps({"run": str(args.run), "sims": args.sims, "rows": rows}, indent=1,
-                   default=float)
-    )
+    outfile.write_json(args.out.with_suffix(".json"),
+                       {"run": str(args.run), "sims": args.sims, "rows": rows},
+                       name="--out", indent=1, default=float)
     plot(rows, sets, args.out.with_suffix(".png"), f"{args.run.name}, {args.sims} simulations")
     print(f"wrote {args.out}.json and .png")
     return 0

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import jax
 
-from bench import bench_env, strength_curve
+from bench import bench_env, outfile, strength_curve
 from c4jax.judge import registry, solver
 from c4jax.run import xla_flags
 from c4jax.store import checkpoints
@@ -103,9 +103,7 @@ def _key(target: float) -> str:
 
 
 def _write(path: Path, record: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=float))
-    tmp.replace(path)
+    outfile.write_json(path, record, name="--out", indent=1, default=float)
 
 
 def _targets(text: str) -> tuple[float, ...]:
@@ -129,7 +127,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--config", default="cpu", help="the preset to train (default cpu)")
     parser.add_argument("--workdir", type=Path, required=True,
                         help="the run's folder: new, or the one of an earlier call with --out")
-    parser.add_argument("--out", type=Path, required=True, help="output path without suffix")
+    parser.add_argument("--out", type=outfile.path_arg("--out", ".json", ".png"), required=True,
+                        help="output path without suffix")
     parser.add_argument("--targets", type=_targets, default=TARGETS,
                         help="mean mistake rates in percent (default 6,3)")
     parser.add_argument("--sims", type=int, default=64)

@@ -32,11 +32,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
+
+from bench import outfile
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GB = 1e9
@@ -206,7 +207,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="which compiler's memory analysis: auto = TPU (where libtpu is "
                         "installed) and CPU")
     p.add_argument("--topology", default=TOPOLOGY, help=f"TPU topology (default {TOPOLOGY})")
-    p.add_argument("--out", type=Path, default=RESULTS_DIR / "tpu_memory.json")
+    p.add_argument("--out", type=outfile.path_arg("--out"),
+                   default=RESULTS_DIR / "tpu_memory.json")
     args = p.parse_args(argv)
     if args.device_gb <= 0:
         p.error("--device-gb: must be > 0")
@@ -221,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     r = report(args.config, args.device_gb, args.budget, args.compiler, args.topology)
     print(format_report(r))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(r, indent=1) + "\n")
+    outfile.write_json(args.out, r, name="--out", indent=1)
     print(f"wrote {args.out}")
     return 0
 

@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from bench import outfile
 from c4jax.plot import read_metrics
 
 
@@ -37,7 +38,8 @@ def curve(records: list[dict]) -> tuple[list[float], dict[str, list[float]]]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--out", type=Path, required=True, help="PNG path")
+    parser.add_argument("--out", type=outfile.path_arg("--out"), required=True,
+                        help="PNG path")
     args = parser.parse_args(argv)
     try:
         records = read_metrics(args.run_dir / "metrics.jsonl")
@@ -69,7 +71,7 @@ def main(argv=None) -> int:
     ax.legend(ncol=4, fontsize=8)
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=110)
+    outfile.save_figure(fig, args.out, name="--out", dpi=110)
     print(f"wrote {args.out}; last: {minutes[-1]:.0f} min, mean {values['mistake_rate'][-1]:.1f}%")
     return 0
 
