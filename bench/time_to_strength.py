@@ -33,6 +33,7 @@ from pathlib import Path
 import jax
 
 from bench import bench_env, outfile, strength_curve
+from c4jax import inputs
 from c4jax.judge import registry, solver
 from c4jax.run import xla_flags
 from c4jax.store import checkpoints
@@ -40,6 +41,12 @@ from c4jax.store import checkpoints
 TARGETS = (6.0, 3.0)  # mean mistake rates over the sets, in percent
 POLL_S = 0.2  # how often the checkpoints folder is looked at while training
 KEEP_ALL = 100_000  # --keep-checkpoints: every checkpoint of any run this tool times
+# Trainer flags this tool sets itself, and why they cannot follow "--".
+_SET_HERE = {
+    "--workdir": "give it before -- (the checkpoints are watched there)",
+    "--config": "give it before -- (it is the record's)",
+    "--keep-checkpoints": "set here: every checkpoint is kept, to be timed and judged",
+}
 
 
 def _steps_in(workdir: Path) -> set[int]:
@@ -53,7 +60,10 @@ def train_and_watch(train_argv: list[str], workdir: Path, *, minutes: float | No
     """Runs ``python -m c4jax.train --workdir WORKDIR *train_argv`` to its end.
 
     After ``minutes`` (if given) it is asked to stop as Ctrl-C would: it finishes
-    its iteration and saves. Its output goes to this process's.
+    its iteration and saves. Its output goes to this process's. It runs in a
+    session of its own, so a Ctrl-C at the terminal reaches this process only,
+    which passes one SIGINT on (as for SIGTERM and SIGHUP): a second one, as the
+    terminal's own would have been, makes the training stop without saving.
 
     Returns:
         ``({step: seconds from the launch until its checkpoint appeared},
@@ -62,8 +72,11 @@ def train_and_watch(train_argv: list[str], workdir: Path, *, minutes: float | No
     command = [sys.executable, "-m", "c4jax.train", "--workdir", str(workdir), *train_argv]
     seen: dict[int, float] = {}
     started = time.monotonic()
-    proc = subprocess.Popen(command)
+    proc = subprocess.Popen(command, start_new_session=True)
     asked = False
+    previous = {signum: signal.signal(signum, _interrupted)
+                for signum in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(signum) != signal.SIG_IGN}
     try:
         while proc.poll() is None:
             now = time.monotonic() - started
@@ -74,13 +87,34 @@ def train_and_watch(train_argv: list[str], workdir: Path, *, minutes: float | No
                 asked = True
             time.sleep(poll_s)
     except BaseException:
-        proc.send_signal(signal.SIGINT)  # the child saves; then we stop too
-        proc.wait()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # the child saves; then we stop too
+        _wait_saving(proc)
         raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     ended = time.monotonic() - started
     for step in sorted(_steps_in(workdir) - seen.keys()):  # saved in the last poll interval
         seen[step] = ended
     return seen, ended, proc.returncode
+
+
+def _interrupted(signum, frame) -> None:
+    """SIGTERM or SIGHUP while the training runs: handled as a Ctrl-C."""
+    raise KeyboardInterrupt
+
+
+def _wait_saving(proc: subprocess.Popen) -> None:
+    """Waits for the training to save and end; a further Ctrl-C here passes on once
+    more (the training then stops without saving)."""
+    while True:
+        try:
+            proc.wait()
+            return
+        except KeyboardInterrupt:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
 
 
 def first_reaching(rows: list[dict], targets) -> dict[str, dict | None]:
@@ -131,7 +165,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
                         help="output path without suffix")
     parser.add_argument("--targets", type=_targets, default=TARGETS,
                         help="mean mistake rates in percent (default 6,3)")
-    parser.add_argument("--sims", type=int, default=64)
+    parser.add_argument("--sims", type=int, default=64,
+                        help=f"simulations of the judged searches, 0-{inputs.MAX_SIMULATIONS}"
+                        " (default 64)")
     parser.add_argument("--sets", default=",".join(solver.SET_NAMES))
     parser.add_argument("--positions", type=bench_env.at_least(1), default=None,
                         help="the first N of each set (default all 1000)")
@@ -143,8 +179,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     unknown = set(args.sets.split(",")) - set(solver.SET_NAMES)
     if unknown:
         parser.error(f"--sets: got {sorted(unknown)}, allowed: {','.join(solver.SET_NAMES)}")
-    if args.sims < 0:
-        parser.error(f"--sims: got {args.sims}, allowed: an integer >= 0")
+    if not 0 <= args.sims <= inputs.MAX_SIMULATIONS:
+        parser.error(f"--sims: got {args.sims}, allowed: 0-{inputs.MAX_SIMULATIONS}")
+    for flag, why in _SET_HERE.items():
+        if any(a == flag or a.startswith(flag + "=") for a in train_argv):
+            parser.error(f"{flag} after --: {why}")
     if args.minutes is not None and not args.minutes > 0:
         parser.error(f"--minutes: got {args.minutes:g}, allowed: a number > 0")
     return args, train_argv
@@ -201,9 +240,15 @@ def main(argv: list[str] | None = None) -> int:
             break
         if step in done:
             continue
-        _, agent = registry.make_run_agent(args.workdir, step=step, sims=args.sims)
-        results = solver.evaluate_agent(agent, jax.random.key(0), record["sets"],
-                                        args.positions, batch_size=500)
+        try:
+            _, agent = registry.make_run_agent(args.workdir, step=step, sims=args.sims)
+            results = solver.evaluate_agent(agent, jax.random.key(0), record["sets"],
+                                            args.positions, batch_size=500)
+        except ValueError as err:  # a checkpoint gone or damaged since it was timed
+            print(f"error: checkpoint {step}: {registry.short_error(err)}; the checkpoints"
+                  f" judged so far are in {path}, and the same command goes on from there",
+                  file=sys.stderr)
+            return 1
         rates = {name: 100 * r["mistake_rate"] for name, r in results.items()}
         row = {"step": step, "seconds": seconds[step], "rates": rates,
                "mean": sum(rates.values()) / len(rates)}

@@ -47,7 +47,7 @@ def test_the_commands_refuse_a_bad_out_before_any_work(module, argv, tmp_path, c
     """``bench.devset --out FOLDER`` ended in an IsADirectoryError traceback after
     its work; time_to_strength's and simulations' after hours of it."""
     (tmp_path / "x.json").mkdir()
-    main = getattr(module, "main")
+    main = module.main
     with pytest.raises(SystemExit) as exit_info:
         main([*argv, "--out", str(tmp_path / ("x.json" if module is devset else "x"))])
     assert exit_info.value.code == 2

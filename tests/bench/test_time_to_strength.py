@@ -2,6 +2,12 @@
 from the launch of a real training process, and a second call that continues."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +31,11 @@ def test_the_first_checkpoint_at_or_below_each_target_counts():
     (["--targets", "150"], "allowed: percents in 0..100"),
     (["--sets", "L1_R1,L9_R9"], "--sets: got ['L9_R9']"),
     (["--sims", "-1"], "--sims: got -1"),
+    # Judged after the whole training, and refused there (the cap of every command).
+    (["--sims", "5000"], "--sims: got 5000, allowed: 0-4096"),
+    # It kept 3 checkpoints: those timed were deleted before they were judged.
+    (["--", "--keep-checkpoints", "3"], "--keep-checkpoints after --: set here"),
+    (["--", "--workdir=elsewhere"], "--workdir after --: give it before --"),
     (["--minutes", "0"], "--minutes: got 0, allowed: a number > 0"),
     # -5 judged all but the last 5 positions; 0 failed after the whole training.
     (["--positions", "-5"], "--positions: got '-5', allowed: a whole number >= 1"),
@@ -100,3 +111,75 @@ def test_the_devices_are_asked_for_after_the_training(tmp_path, monkeypatch):
     assert time_to_strength.main(["--workdir", str(tmp_path / "run"), "--out", str(out),
                                   *_TINY]) == 1  # the stand-in training "exited with 3"
     assert calls == ["train", "devices"]
+
+
+_CHILD = """
+import signal, sys, time
+got = []
+signal.signal(signal.SIGINT, lambda s, f: got.append(s))
+print("ready", flush=True)
+deadline = time.time() + 10
+while not got and time.time() < deadline:
+    time.sleep(0.05)
+time.sleep(1.0)  # a second SIGINT, had one come, would be here by now
+open(sys.argv[1], "w").write(str(len(got)))
+sys.exit(130)
+"""
+
+_WATCHER = """
+import subprocess, sys
+from pathlib import Path
+from bench import time_to_strength
+real = subprocess.Popen
+time_to_strength.subprocess.Popen = (
+    lambda command, **kw: real([sys.executable, "-c", sys.argv[1], sys.argv[2]], **kw))
+try:
+    time_to_strength.train_and_watch([], Path(sys.argv[3]), minutes=None)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM],
+                         ids=["ctrl-c at the terminal", "SIGTERM to the group"])
+def test_the_training_is_asked_to_stop_once(signum, tmp_path):
+    """A Ctrl-C at the terminal reached the training twice, from the terminal and from
+    this tool: the second makes it stop without saving. It now runs in a session of
+    its own and gets one SIGINT, whatever reached this tool's process group."""
+    count = tmp_path / "count"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_WATCHER), textwrap.dedent(_CHILD), str(count),
+         str(tmp_path / "w")], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        os.killpg(proc.pid, signum)  # as the terminal does: the whole foreground group
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "interrupted" in out, err
+    assert count.read_text() == "1"
+
+
+def test_a_checkpoint_that_cannot_be_judged_is_one_line_and_the_record_is_kept(
+        tmp_path, monkeypatch, capsys):
+    """A checkpoint deleted or damaged after it was timed was a traceback after the
+    training; the timings are kept and the same command goes on from them."""
+    monkeypatch.setattr(time_to_strength, "train_and_watch",
+                        lambda *a, **k: ({1: 10.0, 2: 20.0}, 30.0, 0))
+    monkeypatch.setattr(time_to_strength.bench_env, "device_info", lambda *a, **k: {})
+
+    def gone(run_dir, *, step, sims):
+        raise ValueError(f"{run_dir}: no checkpoint {step}")
+
+    monkeypatch.setattr(time_to_strength.registry, "make_run_agent", gone)
+    out = tmp_path / "tts"
+    assert time_to_strength.main(["--workdir", str(tmp_path / "run"), "--out", str(out),
+                                  *_TINY]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: checkpoint 1: ") and err.count("\n") == 1
+    assert "the same command goes on from there" in err
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert record["checkpoint_seconds"] == {"1": 10.0, "2": 20.0} and record["rows"] == []
