@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 from bench import bench_env, outfile
+from c4jax import inputs
 from c4jax.judge import arena, perfect, registry, solver
 from c4jax.run import xla_flags
 from c4jax.store import exported
@@ -43,10 +44,22 @@ DEFAULT_SIMS = "0,1,2,4,8,16,32,64,128,256,512,1024"
 DEFAULT_ROLLOUTS = "1,2,4,8,16,32,64,128,256,512,1024"
 
 
-def _counts(text: str) -> list[int]:
-    if text == "none":
-        return []
-    return [int(s) for s in text.split(",") if s.strip()]
+def _counts(name: str, low: int):
+    """An argparse type: comma-separated whole numbers in ``low..MAX_SIMULATIONS``, or
+    none (checked when the command line is read, not when the sweep reaches them)."""
+
+    def parse(text: str) -> list[int]:
+        if text == "none":
+            return []
+        try:
+            return [inputs.parse_count(item.strip(), name=name, low=low,
+                                       high=inputs.MAX_SIMULATIONS)
+                    for item in text.split(",") if item.strip()]
+        except inputs.InputError as err:
+            raise argparse.ArgumentTypeError(
+                str(err).removeprefix(f"{name}: ") + ", comma-separated, or none") from None
+
+    return parse
 
 
 def weights_id(agent: str) -> str | None:
@@ -181,9 +194,9 @@ def main(argv=None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", default="pretrained",
                         help="the network agent, an agent spec without @N (default pretrained)")
-    parser.add_argument("--sims", default=DEFAULT_SIMS,
+    parser.add_argument("--sims", type=_counts("--sims", 0), default=DEFAULT_SIMS,
                         help=f"its simulation counts, or none (default {DEFAULT_SIMS})")
-    parser.add_argument("--rollouts", default=DEFAULT_ROLLOUTS,
+    parser.add_argument("--rollouts", type=_counts("--rollouts", 1), default=DEFAULT_ROLLOUTS,
                         help=f"rollout MCTS's, or none (default {DEFAULT_ROLLOUTS})")
     parser.add_argument("--positions", type=bench_env.at_least(1), default=None,
                         help="the first N of each Pons set (default all)")
@@ -192,7 +205,10 @@ def main(argv=None) -> int:
                              "games (default 2: 98 games)")
     parser.add_argument("--batch-size", type=int, default=250)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--redo", action="store_true", help="measure points already done")
+    parser.add_argument("--redo", action="store_true",
+                        help="measure the listed points again, though done before (the file's"
+                        " other points are kept; with other settings than the file's, start"
+                        " it over)")
     parser.add_argument("--out", type=outfile.path_arg("--out", ".json", ".png"), required=True,
                         help="output path without suffix")
     args = parser.parse_args(argv)
@@ -206,18 +222,23 @@ def main(argv=None) -> int:
     same = {"agent": args.agent, "weights": weights_id(args.agent),
             "positions": args.positions, "openings": args.openings, "seed": args.seed}
     record = {**same, "points": {"network": {}, "rollouts": {}}}
-    if path.exists() and not args.redo:
+    if path.exists():
         old = json.loads(path.read_text())
-        if all(old.get(k) == v for k, v in same.items()):  # else measured otherwise: redo
+        differ = [k for k, v in same.items() if old.get(k) != v]
+        if not differ:
             record = old
+        elif not args.redo:  # starting it over would drop every point measured before
+            parser.error(f"--out: {path} holds a sweep with another {', '.join(differ)}"
+                         f" ({', '.join(f'{old.get(k)!r}' for k in differ)}); give another"
+                         " --out, or --redo to start it over")
     record["device"] = {**bench_env.device_info(("mctx", "flax", "bitbully")),
                         "fast_cpu": xla_flags.fast_cpu_on()}
     record["command"] = bench_env.command_line("bench.simulations", argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    todo = [("network", n, f"{args.agent}@{n}") for n in _counts(args.sims)]
-    todo += [("rollouts", n, f"mcts-{n}") for n in _counts(args.rollouts)]
+    todo = [("network", n, f"{args.agent}@{n}") for n in args.sims]
+    todo += [("rollouts", n, f"mcts-{n}") for n in args.rollouts]
     for kind, n, spec in todo:
-        if str(n) in record["points"][kind]:
+        if str(n) in record["points"][kind] and not args.redo:
             print(_line(spec, record["points"][kind][str(n)]) + " (done before)", flush=True)
             continue
         point = measure(spec, positions=args.positions, openings=args.openings,

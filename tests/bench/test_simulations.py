@@ -97,10 +97,45 @@ def test_points_are_reused_only_for_the_same_weights(tmp_path, monkeypatch, caps
     checksums = json.loads((agent / exported.CHECKSUMS_FILE).read_text())
     checksums["files"][exported.VARIABLES_FILE] = hashlib.sha256(data).hexdigest()
     (agent / exported.CHECKSUMS_FILE).write_text(json.dumps(checksums))
-    assert simulations.main(argv) == 0
+    # The old sweep is not dropped without a word: refused, then started over on --redo.
+    with pytest.raises(SystemExit) as exit_info:
+        simulations.main(argv)
+    assert exit_info.value.code == 2 and len(measured) == 2
+    err = capsys.readouterr().err
+    assert "holds a sweep with another weights" in err and "--redo to start it over" in err
+    assert simulations.main([*argv, "--redo"]) == 0
     assert measured[2:] == [f"{agent}@0", f"{agent}@4"]
     record = json.loads(out.with_suffix(".json").read_text())
     assert record["weights"] == checksums["files"][exported.VARIABLES_FILE]
+
+
+def test_redo_measures_the_listed_points_again_and_keeps_the_others(tmp_path, monkeypatch):
+    """``--redo --sims 64`` wrote a file holding that one point: the rest of the sweep
+    was gone."""
+    measured = []
+    monkeypatch.setattr(simulations, "measure",
+                        lambda spec, **kw: measured.append(spec) or _fake_point(spec))
+    out = tmp_path / "sweep"
+    base = ["--rollouts", "none", "--out", str(out)]
+    assert simulations.main(["--sims", "0,4", *base]) == 0
+    assert simulations.main(["--sims", "4", "--redo", *base]) == 0
+    assert measured == ["pretrained@0", "pretrained@4", "pretrained@4"]
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert sorted(record["points"]["network"]) == ["0", "4"]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--rollouts", "0"], "argument --rollouts: got 0, allowed: 1-4096"),
+    (["--sims", "4,x"], "argument --sims: got 'x', allowed: a whole number 0-4096"),
+    (["--sims", "5000"], "argument --sims: got 5000, allowed: 0-4096"),
+])
+def test_counts_are_checked_before_the_sweep_starts(argv, said, tmp_path, monkeypatch, capsys):
+    """A bad count was a traceback when the sweep reached it (mcts-0 after the whole
+    network sweep)."""
+    monkeypatch.setattr(simulations, "measure", lambda spec, **kw: pytest.fail("measured"))
+    with pytest.raises(SystemExit) as exit_info:
+        simulations.main([*argv, "--out", str(tmp_path / "s")])
+    assert exit_info.value.code == 2 and said in capsys.readouterr().err
 
 
 def test_a_training_run_is_pinned_to_one_checkpoint(tiny_run, tmp_path, monkeypatch, capsys):
