@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from bench import outfile
+from c4jax.run import xla_flags
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,6 +180,20 @@ def _worker_argv(args: argparse.Namespace, row: Row) -> list[str]:
     return argv
 
 
+_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def worker_xla_flags(flags: str, devices: int) -> str:
+    """A worker's ``XLA_FLAGS``: the caller's ``flags`` with the row's device count
+    (any count given replaced) and XLA:CPU's YNNPACK fusion where
+    ``python -m c4jax.train`` turns it on (``xla_flags.enable_fast_cpu``), so a row
+    times the code path training runs."""
+    kept = [f for f in flags.split() if not f.startswith(_DEVICE_COUNT_FLAG)]
+    env = {**os.environ, "XLA_FLAGS": " ".join([*kept, f"{_DEVICE_COUNT_FLAG}={devices}"])}
+    xla_flags.enable_fast_cpu(env, child=True)
+    return env["XLA_FLAGS"]
+
+
 def run_row(args: argparse.Namespace, row: Row, timeout: float) -> dict:
     """Runs ``row`` in fresh processes and returns process 0's result.
 
@@ -188,7 +203,7 @@ def run_row(args: argparse.Namespace, row: Row, timeout: float) -> dict:
     env = {
         **os.environ,
         "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={row.devices}",
+        "XLA_FLAGS": worker_xla_flags(os.environ.get("XLA_FLAGS", ""), row.devices),
         "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
     argv = _worker_argv(args, row)
@@ -337,24 +352,40 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return _worker(args)
     rows = plan(args.device_counts, args.per_device, args.global_batch, args.processes)
-    measured = []
-    for i, row in enumerate(rows, 1):
-        print(f"[{i}/{len(rows)}] {row.kind}: {row.processes} process(es) x {row.devices} "
-              f"device(s), B = {row.batch} ...", flush=True)
-        m = run_row(args, row, args.timeout)
-        print(f"    compile+first {m['compile_s']:.1f} s, iteration {m['seconds']:.2f} s, "
-              f"{m['positions_per_second']:,.0f} positions/s", flush=True)
-        measured.append(m)
-    results = finish(rows, measured)
-    print(table(results))
+    from c4jax.alphazero import config as config_lib
+
+    try:  # here, not in each worker's traceback
+        for row in rows:
+            config_lib.validate(row_config(args, row.batch), row.total_devices)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     meta = {
         "config": args.config, "per_device": args.per_device, "global_batch": args.global_batch,
         "selfplay_steps": args.selfplay_steps, "sgd_steps": args.sgd_steps,
         "warmup": args.warmup, "repeats": args.repeats, "cpu_count": os.cpu_count(),
         "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "xla_flags": worker_xla_flags(os.environ.get("XLA_FLAGS", ""), 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    outfile.write_json(args.out, {"meta": meta, "rows": results}, name="--out", indent=1)
+    measured = []
+    for i, row in enumerate(rows, 1):
+        print(f"[{i}/{len(rows)}] {row.kind}: {row.processes} process(es) x {row.devices} "
+              f"device(s), B = {row.batch} ...", flush=True)
+        try:
+            m = run_row(args, row, args.timeout)
+        except RuntimeError as err:  # the rows before are in --out already
+            print(f"error: {err}", file=sys.stderr)
+            if measured:
+                print(f"the {len(measured)} rows measured before are in {args.out}",
+                      file=sys.stderr)
+            return 1
+        print(f"    compile+first {m['compile_s']:.1f} s, iteration {m['seconds']:.2f} s, "
+              f"{m['positions_per_second']:,.0f} positions/s", flush=True)
+        measured.append(m)
+        results = finish(rows[:len(measured)], measured)
+        outfile.write_json(args.out, {"meta": {**meta, "load_average_end": os.getloadavg()},
+                                      "rows": results}, name="--out", indent=1)
+    print(table(results))
     png = args.plot or args.out.with_suffix(".png")
     plot(results, png)
     print(f"wrote {args.out} and {png}")

@@ -84,11 +84,13 @@ def _backends_started() -> bool:
     return bool(started()) if started is not None else False
 
 
-def enable_fast_cpu(environ=None) -> str:
+def enable_fast_cpu(environ=None, *, child: bool = False) -> str:
     """Adds the YNNPACK flag to ``XLA_FLAGS`` where it is safe; returns what it did.
 
     Args:
       environ: the environment to edit (``os.environ`` by default; tests pass a dict).
+      child: ``environ`` is that of a new process to be started (a benchmark's
+        worker): whether this process's JAX backend started does not matter.
 
     Returns:
       ``"enabled"``, or the reason it was not: ``"opted out"``, ``"set by the user"``,
@@ -102,7 +104,7 @@ def enable_fast_cpu(environ=None) -> str:
         return "set by the user"
     if not jaxlib_knows(YNN_FLAG_NAME):
         return "unknown to this jaxlib"
-    if _backends_started():
+    if not child and _backends_started():
         return "backend already started"
     env["XLA_FLAGS"] = f"{flags} {YNN_FLAG}".strip()
     return "enabled"

@@ -69,3 +69,25 @@ def test_row_config_sets_the_batch_and_the_bench_length():
     t = config.train
     assert (t.selfplay_batch, t.minibatch_size, t.selfplay_steps, t.sgd_steps) == (48, 48, 3, 2)
     config_lib.validate(config, 2)
+
+
+def test_a_worker_runs_the_flags_of_the_caller_and_of_training(monkeypatch):
+    """Each row's process had XLA_FLAGS set to the device count alone: the caller's
+    flags were dropped, and it timed XLA's default CPU path, not the YNNPACK fusion
+    that python -m c4jax.train turns on."""
+    monkeypatch.setattr(scaling.xla_flags, "jaxlib_knows", lambda name: True)
+    monkeypatch.delenv(scaling.xla_flags.OPT_OUT, raising=False)
+    flags = scaling.worker_xla_flags(
+        "--xla_cpu_foo=1 --xla_force_host_platform_device_count=8", 2).split()
+    assert flags[:2] == ["--xla_cpu_foo=1", "--xla_force_host_platform_device_count=2"]
+    assert flags[2:] == [scaling.xla_flags.YNN_FLAG]
+    monkeypatch.setenv(scaling.xla_flags.OPT_OUT, "0")  # the user's opt-out holds
+    assert scaling.worker_xla_flags("", 4) == "--xla_force_host_platform_device_count=4"
+
+
+def test_a_config_that_does_not_load_is_one_line_before_any_row(tmp_path, capsys):
+    assert scaling.main(["--config", "nosuch", "--devices", "1", "--no-processes",
+                         "--out", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "nosuch" in err and err.count("\n") == 1
+    assert not (tmp_path / "s.json").exists()
