@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import math
 import os
 import platform
 import shlex
@@ -35,7 +36,7 @@ import numpy as np
 from bench import outfile
 
 NUM_ACTIONS = 7  # both envs: one action per column
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_cpu.json"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 @dataclass(frozen=True)
@@ -334,28 +335,40 @@ def _version(package: str) -> str | None:
         return None
 
 
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"got {text!r}, allowed: a number of seconds > 0")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--batch-sizes",
-        type=int,
+        type=at_least(1),
         nargs="+",
         default=None,
         help="batch sizes B (default 1 64 1024 4096, plus 16384 on a GPU/TPU)",
     )
     parser.add_argument(
         "--seconds",
-        type=float,
+        type=_positive_seconds,
         default=0.25,
         help="target length of one timed call; moves per call are calibrated per env",
     )
     parser.add_argument(
-        "--steps", type=int, default=None, help="fixed moves per timed call (skips calibration)"
+        "--steps", type=at_least(1), default=None,
+        help="fixed moves per timed call (skips calibration)"
     )
     parser.add_argument("--repeats", type=at_least(1), default=10,
                         help="timed calls; the best counts")
-    parser.add_argument("--out", type=outfile.path_arg("--out"), default=DEFAULT_OUT,
-                        help="JSON results file")
+    parser.add_argument("--out", type=outfile.path_arg("--out"), default=None,
+                        help="JSON results file (default bench/results/env_<platform>.json)")
     parser.add_argument("--skip-pgx", action="store_true", help="time c4jax only")
     return parser.parse_args(argv)
 
@@ -407,9 +420,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "call of each env, calls alternating between envs",
         "results": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    outfile.write_json(args.out, result, name="--out")
-    print(f"wrote {args.out}")
+    out = args.out or RESULTS_DIR / f"env_{info['platform']}.json"
+    outfile.write_json(out, result, name="--out")
+    print(f"wrote {out}")
     return result
 
 

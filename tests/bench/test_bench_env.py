@@ -66,3 +66,27 @@ def test_at_least_takes_whole_numbers_from_its_bound():
     for bad in ("0", "-5", "x", "1.5", ""):
         with pytest.raises(argparse.ArgumentTypeError, match=r"allowed: a whole number >= 1"):
             positive(bad)
+
+
+@pytest.mark.parametrize("argv, said", [
+    # -4 was a TypeError from inside XLA; 0 rows of 0 steps/s.
+    (["--batch-sizes", "64", "-4"], "argument --batch-sizes: got '-4', allowed: a whole number"),
+    (["--batch-sizes", "0"], "argument --batch-sizes: got '0'"),
+    (["--steps", "0"], "argument --steps: got '0'"),  # silently calibrated instead
+    (["--seconds", "0"], "argument --seconds: got '0', allowed: a number of seconds > 0"),
+    (["--seconds", "nan"], "argument --seconds: got 'nan'"),
+])
+def test_sizes_and_times_below_one_are_refused(argv, said, usage_error):
+    assert said in usage_error(bench_env.parse_args, argv)
+
+
+def test_the_default_output_is_named_by_the_platform(tmp_path, monkeypatch):
+    """Every run wrote env_cpu.json, a GPU's results over the CPU's under a CPU name."""
+    monkeypatch.setattr(bench_env, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(bench_env, "device_info",
+                        lambda *a, **k: {"platform": "gpu", "device_kind": "H200",
+                                         "cpu_count": 2, "jax_version": "0"})
+    monkeypatch.setattr(bench_env, "time_envs", lambda adapters, *a: {
+        ad.name: {"best": 1.0, "median": 1.0, "steps": 1} for ad in adapters})
+    bench_env.main(["--batch-sizes", "1", "--skip-pgx", "--repeats", "1"])
+    assert [p.name for p in tmp_path.iterdir()] == ["env_gpu.json"]
