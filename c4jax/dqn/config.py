@@ -51,7 +51,7 @@ class ModelConfig:
 class DQNTrainConfig:
     """Acting, replay and learning."""
 
-    num_iterations: int = schema.field(100, ge=1)
+    num_iterations: int = schema.field(100, ge=1, le=inputs.MAX_STEP)
     """Fused iterations (env steps + SGD steps) to run."""
     num_envs: int = schema.field(512, ge=1)
     """Games played in parallel (B)."""

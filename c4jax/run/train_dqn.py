@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 
 from c4jax.alphazero import config as config_lib
 from c4jax.dqn import config as dqn_config
@@ -75,6 +76,25 @@ def train_and_evaluate(
         return _train(config, workdir, mode, stop_after)
 
 
+def exploration_change(stored: DQNConfig, config: DQNConfig, step: int) -> str | None:
+    """The line that says how a resume's new length moves epsilon, or None.
+
+    Epsilon falls over ``epsilon_decay * num_iterations`` iterations: a run
+    continued with more iterations explores more again from where it stopped.
+    """
+    if stored.train.num_iterations == config.train.num_iterations:
+        return None
+    at = jnp.asarray(step, jnp.float32)
+    before = float(dqn_trainer.epsilon_at(stored, at))
+    after = float(dqn_trainer.epsilon_at(config, at))
+    if abs(after - before) < 5e-3:
+        return None
+    return (f"note: train.num_iterations is {config.train.num_iterations}, not the"
+            f" {stored.train.num_iterations} this run was started with: exploration's decay"
+            f" stretches with it, so epsilon at iteration {step} goes from {before:.2f} to"
+            f" {after:.2f}")
+
+
 def _train(config: DQNConfig, workdir: Path, mode: runlog.Mode, stop_after) -> dict:
     say = print if mode != "off" else (lambda *a, **k: None)
     total = config.train.num_iterations
@@ -84,13 +104,18 @@ def _train(config: DQNConfig, workdir: Path, mode: runlog.Mode, stop_after) -> d
     root = jax.random.key(config.seed)
     init_key, iteration_root, eval_key = jax.random.split(root, 3)
     manager = checkpoints.make_manager(workdir, keep=config.keep_checkpoints)
+    stored_configs: list[DQNConfig] = []
+
+    def check(stored: DQNConfig) -> None:
+        train_alphazero.check_resumable(
+            stored, config, workdir, _STATE_FIELDS, "python -m c4jax.dqn.train")
+        stored_configs.append(stored)
+
     try:
         resumed = checkpoints.restore_latest_good(
             manager, _abstract(init, init_key),
             quarantine=workdir / checkpoints.QUARANTINE_DIR,
-            check_config=lambda stored: train_alphazero.check_resumable(
-                stored, config, workdir, _STATE_FIELDS, "python -m c4jax.dqn.train"),
-            config_type=DQNConfig,
+            check_config=check, config_type=DQNConfig,
         )
     except BaseException:
         manager.close()
@@ -101,13 +126,18 @@ def _train(config: DQNConfig, workdir: Path, mode: runlog.Mode, stop_after) -> d
     if state is not None and step >= total:
         manager.close()
         say(f"nothing to do: {workdir} has done {step} iterations and "
-            f"--train.num-iterations is {total}; raise it to train on.")
+            f"--train.num-iterations is {total}; raise it to train on (exploration's"
+            " decay then stretches to the new length).")
         return summary
     train_alphazero.save_config(config, workdir / "config.json")
     if state is None:
         state = init(init_key)
     else:
         say(f"resuming {workdir} from iteration {step} of {total}")
+        if stored_configs:
+            note = exploration_change(stored_configs[-1], config, step)
+            if note:
+                say(note)
     act = functools.partial(dqn_trainer.q_act, run.apply)
     log = runlog.RunLog(workdir, total, step, mode)
 

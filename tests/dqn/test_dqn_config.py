@@ -71,6 +71,7 @@ def test_presets_state_only_what_differs_from_the_defaults(name):
         ("model", "hidden", "180,x", "comma-separated integers >= 1, e.g. 180,180,180"),
         ("model", "hidden", "", "comma-separated integers >= 1, e.g. 180,180,180"),
         ("train", "num_envs", 0, "an integer >= 1"),
+        ("train", "num_iterations", 10**12, "an integer in 1..1000000000"),
         ("train", "gamma", 1.5, "0..1"),
         ("train", "target_tau", 0.0, "in (0, 1]"),
         ("train", "loss", "l1", "huber, mse"),

@@ -47,6 +47,19 @@ def test_resume_is_bit_for_bit(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_resume_with_more_iterations_says_that_exploration_rises(tmp_path, capsys):
+    config = dqn_config.load("tiny")
+    n = config.train.num_iterations
+    train_dqn.train_and_evaluate(config, tmp_path, progress="off")
+    longer = dataclasses.replace(config, train=dataclasses.replace(
+        config.train, num_iterations=4 * n))
+    train_dqn.train_and_evaluate(longer, tmp_path, progress="lines", stop_after=1)
+    out = capsys.readouterr().out
+    assert f"resuming {tmp_path} from iteration {n} of {4 * n}" in out
+    assert f"note: train.num_iterations is {4 * n}, not the {n} this run was started with" in out
+
+
+@pytest.mark.slow
 def test_bad_values_and_directories_are_one_error_line(tmp_path, capsys, tiny_dqn_run):
     cases = [
         (["--config", "tiny", "--train.gamma", "2"], "train.gamma"),
@@ -175,3 +188,23 @@ def test_an_edited_config_json_names_the_field_and_the_command_that_continues(
     assert f": {fix}; or train the new values in a new --workdir\n" in err
     assert train.main(fix.split()[3:]) == 0  # accepted: nothing left to do
     assert "nothing to do" in capsys.readouterr().out
+
+
+def test_a_longer_resumed_run_says_how_far_exploration_goes_back_up():
+    """Epsilon decays over a share of num_iterations: continuing a finished run with
+    more iterations raised it again without a word."""
+    stored = dqn_config.load("ddqn")
+    n = stored.train.num_iterations
+    longer = dataclasses.replace(stored, train=dataclasses.replace(
+        stored.train, num_iterations=n * 10 // 3))
+    note = train_dqn.exploration_change(stored, longer, n)
+    end = stored.train.epsilon_end
+    assert note.startswith(f"note: train.num_iterations is {n * 10 // 3}, not the {n} ")
+    assert f"epsilon at iteration {n} goes from {end:.2f} to " in note
+    assert float(note.rsplit(" ", 1)[1]) > end + 0.2
+    assert train_dqn.exploration_change(stored, stored, n) is None
+    # Past the decay either way: nothing changes, nothing said.
+    flat = dataclasses.replace(stored, train=dataclasses.replace(stored.train, epsilon_decay=0))
+    assert train_dqn.exploration_change(
+        flat, dataclasses.replace(flat, train=dataclasses.replace(
+            flat.train, num_iterations=2 * n)), n) is None
