@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -83,8 +84,15 @@ def main(argv=None) -> int:
     if len(rows) > 1:
         print(paired_report(mistakes, next(iter(rows))))
     if args.json:
-        write_json(args.json, {"sims": args.sims, "seed": args.seed}, rows, mistakes)
+        write_json(args.json, {"sims": args.sims, "seed": args.seed,
+                               "positions_sha256": {p.name: positions_id(p) for p in sets}},
+                   rows, mistakes)
     return 0
+
+
+def positions_id(pons_set: solver.PonsSet) -> str:
+    """The SHA-256 of a set's move strings in order: which positions, not only how many."""
+    return hashlib.sha256("\n".join(pons_set.moves).encode()).hexdigest()
 
 
 def load_references(
@@ -98,7 +106,8 @@ def load_references(
         FileNotFoundError: a file is missing.
         ValueError: a file is not this tool's JSON, was measured at other than
             ``sims`` simulations or ``seed``, or lacks one of ``sets`` (by name
-            and size).
+            and size, and by its positions where the file records them: a set
+            file made again with another seed has the same name and size).
     """
     rows, mistakes = {}, {}
     for path in paths:
@@ -124,6 +133,12 @@ def load_references(
                         )
                 rows[name] = {p.name: by_set[p.name] for p in sets}
                 mistakes[name] = {p.name: record["mistakes"][name][p.name] for p in sets}
+            ids = record.get("positions_sha256", {})  # files before it: name and size
+            for pons_set in sets:
+                if pons_set.name in ids and ids[pons_set.name] != positions_id(pons_set):
+                    raise ValueError(
+                        f"--reference {path}: its {pons_set.name} holds other positions than"
+                        f" the {pons_set.name} given now, so its mistakes cannot be paired")
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"--reference {path}: not a --json of this tool ({e!r})") from None
     return rows, mistakes

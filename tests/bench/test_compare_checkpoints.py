@@ -77,3 +77,28 @@ def test_saved_results_serve_as_the_reference(tiny_run, tmp_path, capsys):
 )
 def test_bad_input_is_a_usage_error_naming_it(argv, message, usage_error):
     assert message in usage_error(compare_checkpoints.main, argv)
+
+
+def test_a_reference_on_other_positions_of_the_same_name_and_size_is_refused(tmp_path):
+    """A held-out set made again with another seed has the same name and size: its
+    saved mistakes were paired with other positions, without a word."""
+    from bench.ablate_search import load_positions
+
+    l2 = load_positions("L2_R1").head(5)
+    row = {"L2_R1": {"positions": 5, "mistake_rate": 0.2}}
+
+    def reference(ids):
+        path = tmp_path / "ref.json"
+        path.write_text(json.dumps({"sims": 8, "seed": 0, **ids, "results": {"old": row},
+                                    "mistakes": {"old": {"L2_R1": [3]}}}))
+        return [path]
+
+    right = {"positions_sha256": {"L2_R1": compare_checkpoints.positions_id(l2)}}
+    for ids in (right, {}):  # files written before the ids: by name and size
+        rows, mistakes = compare_checkpoints.load_references(reference(ids), [l2], 8, 0)
+        assert rows == {"old": row} and mistakes == {"old": {"L2_R1": [3]}}
+    other = load_positions("L2_R1").head(6).head(5)  # the same positions: the same id
+    assert compare_checkpoints.positions_id(other) == compare_checkpoints.positions_id(l2)
+    with pytest.raises(ValueError, match="its L2_R1 holds other positions than the L2_R1"):
+        compare_checkpoints.load_references(
+            reference({"positions_sha256": {"L2_R1": "0" * 64}}), [l2], 8, 0)
