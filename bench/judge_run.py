@@ -335,8 +335,24 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings
     return args, settings
 
 
+def _missing(prefixes: Sequence[str], settings: Settings) -> str | None:
+    """The first prefix with none of the battery's files, or None."""
+    suffixes = [output("", stage).name for stage in stages("RUN", settings)]
+    for prefix in prefixes:
+        if not any(Path(f"{prefix}{suffix}").is_file() for suffix in suffixes):
+            return prefix
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args, settings = parse_args(argv)
+    given = [args.report] if args.report is not None else []
+    missing = _missing([*given, *args.compare], settings)
+    if missing is not None:  # a typo printed tables of n/a, and exit status 0
+        flag = "--report" if missing == args.report else "--compare"
+        print(f"error: {flag}: no file of the battery at {missing!r}"
+              f" ({missing}_{stages('RUN', settings)[0].suffix}.json, ...)", file=sys.stderr)
+        return 2
     if args.report is not None:
         print(report([args.report, *args.compare], settings))
         return 0
@@ -371,4 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from c4jax.run import interrupt
+
+    interrupt.exit_on_interrupt(
+        "Interrupted. The stages finished are kept; the same command goes on from the next.")
     sys.exit(main())

@@ -57,6 +57,20 @@ def test_missing_files_are_na_not_an_error(tmp_path):
     assert "| results kept against `perfect` (of 98) | n/a |" in text
 
 
+def test_a_prefix_with_no_file_is_an_error_not_a_table_of_na(tmp_path, capsys):
+    """``--report`` or ``--compare`` with a typo printed tables of n/a, exit status 0
+    (with a run: after the whole battery)."""
+    for argv in (["--report", str(tmp_path / "typo")],
+                 ["runs/X", "--out", str(tmp_path / "o"), "--compare", str(tmp_path / "typo")],
+                 ["--report", str(STRENGTH / "strong_xeon_s0"), "--compare",
+                  str(tmp_path / "typo")]):
+        assert judge_run.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --") and "no file of the battery at" in err
+        assert "typo_0_64.json" in err
+    assert judge_run.main(["--report", str(STRENGTH / "strong_xeon_s0")]) == 0
+
+
 @pytest.mark.parametrize("argv, message", [
     (["runs/X"], "--out: give the prefix"),
     ([], "give a run to judge, or --report PREFIX"),
