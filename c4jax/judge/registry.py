@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -361,15 +362,20 @@ def describe() -> str:
 # --- The public entrance. ---
 
 
-def parse_spec(spec: str) -> AgentSpec:
+def parse_spec(spec: str | os.PathLike) -> AgentSpec:
     """Parses an agent spec without loading anything (see the module docstring).
 
     Raises:
         ValueError: one line naming the spec (cut when long), what is wrong and the
             allowed forms.
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise _bad_spec(str(spec), "empty")
+    if isinstance(spec, os.PathLike):  # a run's or an exported network's folder
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise ValueError(f"an agent spec is a string (or a path), got {type(spec).__name__}"
+                         f" {spec!r:.80}")
+    if not spec.strip():
+        raise _bad_spec(spec, "empty")
     if len(spec) > MAX_SPEC_LENGTH:
         raise _bad_spec(spec, f"longer than {MAX_SPEC_LENGTH} characters")
     spec = spec.strip()
@@ -380,7 +386,8 @@ def parse_spec(spec: str) -> AgentSpec:
     raise _bad_spec(spec, "no form matches")  # unreachable: the last entry takes the rest
 
 
-def make_agent(spec: str, *, tell: Callable[[str], None] | None = None) -> NamedAgent:
+def make_agent(spec: str | os.PathLike, *,
+               tell: Callable[[str], None] | None = None) -> NamedAgent:
     """``(name, agent)`` for an agent spec; the agent is ``act(key, state[B]) -> [B]``.
 
     Names are normalised: ``mcts`` -> ``mcts-1000``, ``runs/X`` ->
@@ -397,6 +404,7 @@ def make_agent(spec: str, *, tell: Callable[[str], None] | None = None) -> Named
             when a run directory holds no usable checkpoint).
     """
     parsed = parse_spec(spec)
+    spec = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
     entry = next(e for e in ENTRIES if e.kind == parsed.kind)
     try:
         named = entry.build(parsed)
@@ -466,13 +474,15 @@ def make_run_agent(
     None or ``"best"`` (the best by evaluation score). The name is
     ``RUN_DIR:STEP@SIMS``. Cached: the same arguments give the same agent
     object, so compiled matches and solver calls are reused, and several
-    agents of one run (``runs/X@0``, ``runs/X@64``) read its checkpoint once.
+    agents of one run (``runs/X@0``, ``runs/X@64``) read its checkpoint once;
+    once the run's checkpoints change (it trained on), it is read again.
     ``tell`` as for ``make_agent`` (the newest is then ``RUN_DIR:last``).
 
     Raises:
         ValueError: not a run directory, no checkpoint, or no such step.
     """
-    named = _run_agent(str(run_dir), resolve_step(run_dir, step), sims)
+    named = _run_agent(str(run_dir), resolve_step(run_dir, step), sims,
+                       _checkpoints_stamp(run_dir))
     if tell is not None and step in (None, BEST):
         tell(checkpoint_note(run_dir, _step_in_name(named.name), newest=f"{run_dir}:{LAST}"))
     return named
@@ -563,14 +573,28 @@ def checkpoint_note(run_dir: str | Path, step: int, *, newest: str) -> str:
     )
 
 
+def _checkpoints_stamp(run_dir: str | Path) -> tuple:
+    """What a cached load depends on besides its arguments: the run's absolute path
+    (a relative one names another run after ``os.chdir``) and its checkpoints'
+    names and times, so that a run trained on since (its best checkpoint may be
+    another), or made again under the same name, is read again."""
+    folder = Path(run_dir).absolute() / "checkpoints"
+    try:
+        entries = tuple(sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir()))
+    except OSError:
+        entries = ()
+    return str(folder), entries
+
+
 @functools.lru_cache(maxsize=8)
-def _restore(run_dir: str, step: int | None) -> checkpoints.NetworkCheckpoint:
+def _restore(run_dir: str, step: int | None, stamp: tuple) -> checkpoints.NetworkCheckpoint:
+    del stamp  # part of the cache's key only
     return checkpoints.restore_variables(run_dir, step)
 
 
 @functools.lru_cache(maxsize=16)
-def _run_agent(run_dir: str, step: int | None, sims: int | None) -> NamedAgent:
-    restored = _restore(run_dir, step)
+def _run_agent(run_dir: str, step: int | None, sims: int | None, stamp: tuple) -> NamedAgent:
+    restored = _restore(run_dir, step, stamp)
     return _network_agent(f"{run_dir}:{restored.step}", restored, sims)
 
 

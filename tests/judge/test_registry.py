@@ -107,6 +107,18 @@ def test_make_agent_rejects_bad_specs(spec, problem):
     assert "Allowed:" in message and "mcts-N" in message
 
 
+def test_a_path_is_a_spec_and_a_non_string_is_named_as_such(tmp_path):
+    """``make_agent(Path("runs/X"))`` (as ``Player.from_checkpoint`` takes) said "empty"."""
+    from pathlib import Path
+
+    with pytest.raises(ValueError, match="not a run directory") as err:
+        registry.make_agent(Path(tmp_path))  # a folder without checkpoints: read as a run
+    assert str(tmp_path) in str(err.value)
+    assert registry.parse_spec(Path(tmp_path)).run_dir == Path(tmp_path)
+    with pytest.raises(ValueError, match="an agent spec is a string .or a path., got int 64"):
+        registry.parse_spec(64)
+
+
 def test_make_agent_rejects_bad_run_suffixes(tmp_path):
     with pytest.raises(ValueError, match="simulations 'x' is not a whole number"):
         registry.make_agent(f"{tmp_path}@x")
@@ -283,6 +295,19 @@ def test_run_agents_are_cached_and_play_like_the_player(tiny_run):
     np.testing.assert_array_equal(
         np.asarray(jax.jit(agent)(key, states)), np.asarray(jax.jit(player.act)(key, states))
     )
+
+
+@pytest.mark.slow
+def test_a_run_whose_checkpoints_changed_is_read_again(tiny_run_copy):
+    """``make_agent("runs/X")`` in a notebook, training on, then again: the cache gave
+    the first call's checkpoint, under its old name."""
+    run, best = tiny_run_copy
+    name, agent = registry.make_agent(f"{run}@0")
+    assert name == f"{run}:{best}@0"
+    assert registry.make_agent(f"{run}@0").agent is agent  # nothing changed: cached
+    shutil.rmtree(run / "checkpoints" / str(best))  # its best checkpoint is another now
+    again, _ = registry.make_agent(f"{run}@0")
+    assert again != name and again.startswith(f"{run}:")
 
 
 @pytest.mark.slow
