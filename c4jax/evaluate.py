@@ -352,10 +352,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_batch_size(p: argparse.ArgumentParser, default: int, what: str) -> None:
+def _add_batch_size(p: argparse.ArgumentParser, default: int, what: str, low: int = 1) -> None:
     p.add_argument(
-        "--batch-size", type=_count("--batch-size", 1, MAX_BATCH_SIZE), default=default,
-        help=f"{what} at once, 1-{MAX_BATCH_SIZE} (default {default})",
+        "--batch-size", type=_count("--batch-size", low, MAX_BATCH_SIZE), default=default,
+        help=f"{what} at once, {low}-{MAX_BATCH_SIZE} (default {default})",
     )
 
 
@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="play every K-ply opening (K = --openings <= 4) once in each colour instead of"
         " random ones: 2 x 7^K games (98 for K = 2), whatever --games says",
     )
-    _add_batch_size(match, 256, "games played")
+    _add_batch_size(match, 256, "games played", low=2)
     match.add_argument(
         "--judge",
         action="store_true",
@@ -435,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", type=Path, default=None, metavar="PATH.png",
         help="ratings chart (checked before the evaluation starts)",
     )
-    _add_batch_size(elo_p, 256, "games played")
+    _add_batch_size(elo_p, 256, "games played", low=2)
     _add_common(elo_p)
 
     solver_p = sub.add_parser(

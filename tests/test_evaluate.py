@@ -124,7 +124,10 @@ def test_bad_input_exits_2_with_a_message(argv, problem, capsys):
     "argv, problem",
     [
         # Before: accepted (--batch-size 0 played on; --bootstrap 0 printed [nan, nan]).
-        (["match", "random", "random", "--batch-size", "0"], "--batch-size: got 0, allowed: 1-"),
+        (["match", "random", "random", "--batch-size", "0"], "--batch-size: got 0, allowed: 2-"),
+        # A batch of one game played two (a pair) at once.
+        (["match", "random", "random", "--batch-size", "1"], "--batch-size: got 1, allowed: 2-"),
+        (["elo", "lookahead", "--batch-size", "1"], "--batch-size: got 1, allowed: 2-"),
         (["elo", "lookahead", "--bootstrap", "0"], "--bootstrap: got 0, allowed: 1-100000"),
         (["elo", "lookahead", "--batch-size", "99999"], "--batch-size: got 99999"),
         (["solver", "--batch-size", "0"], "--batch-size: got 0, allowed: 1-"),

@@ -437,16 +437,21 @@ def play_match(
         every_opening: as for ``play_games``; each chunk starts at the opening
             after the previous chunk's last, so that no opening repeats.
         num_games: games that count, >= 1.
-        batch_size: games played at once.
+        batch_size: games played at once, >= 2 (an odd one plays one fewer).
         progress: progress over the chunks, labelled ``desc`` (``progress_steps``:
             True is a bar on a terminal, else a line per chunk).
 
     Returns:
         A ``MatchResult`` over all games, from agent_a's side.
     """
-    if num_games < 1:
-        raise ValueError(f"--games: got {num_games}, allowed: >= 1")
-    at_once = max(2, batch_size - batch_size % 2)  # whole pairs
+    if isinstance(num_games, bool) or not isinstance(num_games, int | np.integer) or (
+            num_games < 1):
+        raise ValueError(f"num_games: got {num_games!r}, allowed: a whole number >= 1")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or (
+            batch_size < 2):
+        raise ValueError(f"batch_size: got {batch_size!r}, allowed: a whole number >= 2"
+                         " (the games of a pair are played at once)")
+    at_once = batch_size - batch_size % 2  # whole pairs
     size = math.ceil(num_games / math.ceil(num_games / at_once))
     size += size % 2  # whole pairs per chunk
     num_chunks = math.ceil(num_games / size)  # each with a game that counts

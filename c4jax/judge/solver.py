@@ -395,6 +395,23 @@ def _check_positions(n: int | None) -> None:
         raise ValueError(f"max_positions: got {n!r}, allowed: None (all) or a whole number >= 1")
 
 
+def _check_batch_size(n: int | None) -> None:
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1):
+        raise ValueError(f"batch_size: got {n!r}, allowed: None (a set at once) or a whole"
+                         " number >= 1")
+
+
+def _check_set_names(names) -> None:
+    """Refuses a bare string (read a character at a time) and unknown names, so that a
+    typo in the last name does not throw away the sets evaluated before it."""
+    if isinstance(names, str):
+        raise ValueError(f"set_names: got the string {names!r}; give a sequence of names,"
+                         f" e.g. ({names!r},)")
+    unknown = [n for n in names if n not in SET_NAMES]
+    if unknown:
+        raise ValueError(f"set_names: unknown {unknown}, allowed: {', '.join(SET_NAMES)}")
+
+
 def choose_moves(
     agent: Agent, key: jax.Array, pons_set: PonsSet, *, batch_size: int | None = None
 ) -> np.ndarray:
@@ -439,9 +456,12 @@ def evaluate_agent(
         ``{set name: summarize(...) dict}`` (see ``summarize``).
 
     Raises:
-        ValueError: ``max_positions`` below 1, before any set is loaded.
+        ValueError: ``max_positions`` or ``batch_size`` below 1, or ``set_names``
+            not a sequence of the packaged sets' names, before any set is loaded.
     """
     _check_positions(max_positions)
+    _check_batch_size(batch_size)
+    _check_set_names(set_names)
     results = {}
     for i, name in enumerate(set_names):
         pons_set = _load_packaged(name).head(max_positions)

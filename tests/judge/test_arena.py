@@ -120,6 +120,14 @@ def test_each_agent_is_traced_once_for_all_plies_and_for_the_next_match():
 def test_bad_arguments():
     with pytest.raises(ValueError):
         arena.play_games(random_agent, random_agent, jax.random.PRNGKey(0), 0)
+    # play_match's messages name its own arguments (it said --games), and a batch that
+    # cannot hold a pair is refused (-5 ran; 1 played 2 games at once).
+    with pytest.raises(ValueError, match="num_games: got 0, allowed: a whole number >= 1"):
+        arena.play_match(random_agent, random_agent, jax.random.PRNGKey(0), 0)
+    for bad in (1, -5, 0, True, 2.5):
+        with pytest.raises(ValueError, match="batch_size: got .*, allowed: a whole number >= 2"):
+            arena.play_match(random_agent, random_agent, jax.random.PRNGKey(0), 6,
+                             batch_size=bad)
     with pytest.raises(ValueError):
         arena.play_games(
             random_agent, random_agent, jax.random.PRNGKey(0), 2,

@@ -169,6 +169,20 @@ def test_a_count_of_positions_below_one_is_refused():
     assert len(solver.load_set("L3_R1").head(None)) == 1000
 
 
+def test_set_names_and_batch_size_are_checked_before_any_set_is_evaluated(monkeypatch):
+    """A bare "L1_R3" was read a letter at a time (no Pons set 'L'), and a typo in the
+    last name was a FileNotFoundError after the sets before it were evaluated."""
+    monkeypatch.setattr(solver, "choose_moves", lambda *a, **k: pytest.fail("evaluated"))
+    key = jax.random.PRNGKey(0)
+    with pytest.raises(ValueError, match=r"set_names: got the string 'L1_R3'; give a sequence"):
+        solver.evaluate_agent(baselines.random_agent, key, "L1_R3")
+    with pytest.raises(ValueError, match=r"set_names: unknown \['L1R1'\], allowed: L3_R1"):
+        solver.evaluate_agent(baselines.random_agent, key, ["L1_R3", "L1R1"])
+    for bad in (0, -7, True):  # -7 ran one position a call
+        with pytest.raises(ValueError, match="batch_size: got"):
+            solver.evaluate_agent(baselines.random_agent, key, ["L3_R1"], batch_size=bad)
+
+
 def test_partial_agents_reuse_the_compiled_function():
     def biased(bias, key, state):
         logits = jnp.where(env.legal_action_mask(state), bias, -jnp.inf)
