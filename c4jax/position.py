@@ -13,6 +13,7 @@ microseconds. Cells are ``(row, column)``, both 0-based, row 0 the bottom.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 NUM_ROWS = 6  # env.NUM_ROWS (no import: this module stays free of JAX)
 NUM_COLS = 7  # env.NUM_COLS
@@ -96,8 +97,11 @@ class Position:
         Raises:
             ValueError: the column is out of range or full, or the game is over.
         """
-        if not isinstance(column, int) or not 0 <= column < NUM_COLS:
+        # numbers.Integral: a numpy integer too (np.argmax of a policy); a bool is not one.
+        if isinstance(column, bool) or not isinstance(column, numbers.Integral) or not (
+                0 <= column < NUM_COLS):
             raise ValueError(f"column {column!r}: allowed 0-{NUM_COLS - 1} (0-based)")
+        column = int(column)
         if self.over:
             raise ValueError("the game is over")
         row = self.height(column)

@@ -46,3 +46,14 @@ def test_bad_move_strings(moves, reason):
         Position.parse(moves)
     with pytest.raises(ValueError):
         Position.parse("").play(7)
+
+
+def test_a_numpy_column_is_played_and_a_bool_is_not():
+    """``pos.play(np.argmax(analysis.policy))`` was refused as "column np.int64(2):
+    allowed 0-6", and ``play(True)`` played column 2."""
+    start = Position.parse("4453")
+    assert start.play(np.int64(2)).moves == start.play(2).moves == "44533"
+    assert start.play(np.int32(6)).moves == "44537"
+    for bad in (True, 2.0, np.float32(2), 7, np.int64(-1)):
+        with pytest.raises(ValueError, match="allowed 0-6"):
+            start.play(bad)

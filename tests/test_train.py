@@ -650,3 +650,14 @@ def test_a_budget_too_short_for_one_iteration_names_the_field(tmp_path, monkeypa
         train_alphazero.train_and_evaluate(_tiny(time_budget="1s"), tmp_path)
     assert not (tmp_path / "checkpoints").exists() or not any(
         (tmp_path / "checkpoints").iterdir())
+
+
+def test_train_and_evaluate_refuses_a_preset_name_and_a_bad_progress(tmp_path):
+    """``train_and_evaluate("tiny", dir)``, as the docs' "a preset name" invites, was an
+    AttributeError ('str' object has no attribute 'distributed')."""
+    with pytest.raises(TypeError, match=r"config: got str 'tiny'; give a Config, e\.g\."):
+        train_alphazero.train_and_evaluate("tiny", tmp_path)
+    with pytest.raises(ValueError, match="progress: got 'verbose'"):
+        train_alphazero.train_and_evaluate(config_lib.load("tiny"), tmp_path,
+                                           progress="verbose")
+    assert not any(tmp_path.iterdir())  # refused before anything is written

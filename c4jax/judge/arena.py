@@ -56,7 +56,10 @@ def progress_mode(progress: bool | ProgressMode, stream=None) -> ProgressMode:
     if progress is False:
         return "off"
     if progress is not True:
-        return progress
+        if isinstance(progress, str) and progress in ("bar", "lines", "off"):
+            return progress
+        raise ValueError(f"progress: got {progress!r}, allowed: True, False, 'bar', 'lines'"
+                         " or 'off'")
     stream = sys.stderr if stream is None else stream
     try:
         return "bar" if stream.isatty() else "lines"

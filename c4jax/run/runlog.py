@@ -65,6 +65,23 @@ def default_mode() -> Mode:
     return "bar" if sys.stderr.isatty() and width > 0 else "lines"
 
 
+def resolve_mode(progress: bool | Mode | None) -> Mode:
+    """A trainer's ``progress`` argument as a mode: True is ``default_mode()``, False
+    or None ``off``.
+
+    Raises:
+        ValueError: anything else (``"verbose"``, ``1``), naming ``progress``.
+    """
+    if progress is True:
+        return default_mode()
+    if progress is False or progress is None:
+        return "off"
+    if isinstance(progress, str) and progress in ("bar", "lines", "off"):
+        return progress
+    raise ValueError(f"progress: got {progress!r}, allowed: True, False, 'bar', 'lines'"
+                     " or 'off'")
+
+
 def format_duration(seconds: float) -> str:
     """``42 s``, ``12 min``, ``1 h 05 min``."""
     seconds = max(0.0, seconds)

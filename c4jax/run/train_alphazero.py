@@ -172,15 +172,19 @@ def train_and_evaluate(
         (iterations this call did) and ``interrupted`` (stopped by Ctrl-C).
 
     Raises:
+        TypeError: ``config`` is not a ``Config`` (a preset's name: load it first).
         ValueError: an unusable run directory (path, lock, incompatible or
-            all-damaged checkpoints), before anything compiles.
+            all-damaged checkpoints), or a bad ``progress``, before anything compiles.
         NonFiniteError: the loss or parameters became NaN/inf; the last good
             checkpoint is kept and nothing later is saved.
     """
+    if not isinstance(config, config_lib.Config):  # a preset's name, say
+        raise TypeError(f"config: got {type(config).__name__} {config!r:.80}; give a Config,"
+                        " e.g. c4jax.alphazero.config.load('cpu')")
+    mode = runlog.resolve_mode(progress)
     if config.distributed and not jax.distributed.is_initialized():
         distributed.initialize()  # before anything asks JAX about devices
     writer = jax.process_index() == 0  # one process writes the logs
-    mode = runlog.default_mode() if progress is True else (progress or "off")
     mode = mode if writer else "off"
     say = print if mode != "off" else (lambda *a, **k: None)
     started = time.monotonic()

@@ -69,8 +69,11 @@ def train_and_evaluate(
         ValueError: a bad config or an unusable run directory, before compiling.
         NonFiniteError: the loss or parameters became NaN/inf.
     """
+    if not isinstance(config, DQNConfig):  # a preset's name, say
+        raise TypeError(f"config: got {type(config).__name__} {config!r:.80}; give a DQNConfig,"
+                        " e.g. c4jax.dqn.config.load('ddqn')")
+    mode = runlog.resolve_mode(progress)
     dqn_config.validate(config)
-    mode = runlog.default_mode() if progress is True else (progress or "off")
     workdir = rundir.prepare(Path(workdir))
     with rundir.lock(workdir):
         return _train(config, workdir, mode, stop_after)

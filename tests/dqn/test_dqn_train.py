@@ -208,3 +208,11 @@ def test_a_longer_resumed_run_says_how_far_exploration_goes_back_up():
     assert train_dqn.exploration_change(
         flat, dataclasses.replace(flat, train=dataclasses.replace(
             flat.train, num_iterations=2 * n)), n) is None
+
+
+def test_a_preset_name_is_not_a_config(tmp_path):
+    with pytest.raises(TypeError, match=r"config: got str 'ddqn'; give a DQNConfig"):
+        train_dqn.train_and_evaluate("ddqn", tmp_path)
+    with pytest.raises(ValueError, match="progress: got 'verbose'"):
+        train_dqn.train_and_evaluate(dqn_config.load("tiny"), tmp_path, progress="verbose")
+    assert not any(tmp_path.iterdir())  # refused before anything is written

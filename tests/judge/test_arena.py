@@ -282,3 +282,10 @@ def test_every_opening_in_chunks_of_the_batch_size_plays_each_opening_once():
     np.testing.assert_array_equal(chunked.outcomes, whole.outcomes)
     np.testing.assert_array_equal(chunked.num_moves, whole.num_moves)
     np.testing.assert_array_equal(chunked.a_first, whole.a_first)
+
+
+def test_a_progress_that_is_no_mode_is_refused():
+    assert arena.progress_mode("lines") == "lines" and arena.progress_mode(False) == "off"
+    with pytest.raises(ValueError, match="progress: got 'verbose', allowed: True, False"):
+        arena.play_match(random_agent, random_agent, jax.random.PRNGKey(0), 2,
+                         progress="verbose")

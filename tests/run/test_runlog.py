@@ -206,3 +206,14 @@ def test_a_damaged_line_is_kept_with_a_warning_and_only_a_torn_last_line_dropped
     assert written[:4] == lines[:4] and json.loads(written[4]) == {"step": 5, "loss": 0.25}
     assert written[5:] == [b""]
     assert [r["step"] for r in plot.read_metrics(path) if "step" in r] == [1, 4, 5]
+
+
+def test_a_progress_argument_is_a_mode_or_refused(monkeypatch):
+    """``progress="verbose"`` (or 1) printed the status lines and no progress, silently."""
+    monkeypatch.setattr(runlog, "default_mode", lambda: "lines")
+    assert runlog.resolve_mode(True) == "lines"
+    assert runlog.resolve_mode(False) == runlog.resolve_mode(None) == "off"
+    assert [runlog.resolve_mode(m) for m in ("bar", "lines", "off")] == ["bar", "lines", "off"]
+    for bad in ("verbose", 1, 0, "Bar"):
+        with pytest.raises(ValueError, match="progress: got .*, allowed: True, False, 'bar'"):
+            runlog.resolve_mode(bad)
