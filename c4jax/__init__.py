@@ -80,6 +80,11 @@ def check_jax(version: str | None = None) -> None:
 check_jax()
 
 
+def __dir__():
+    """The module's names and the lazily imported ``Player`` (tab completion)."""
+    return sorted({*globals(), *__all__})
+
+
 def __getattr__(name):
     if name == "Player":
         from c4jax.player import Player

@@ -126,7 +126,14 @@ def init() -> State:
 
 
 def init_batch(batch_size: int) -> State:
-    """B empty boards: every field has shape ``[B]``."""
+    """B empty boards: every field has shape ``[B]``.
+
+    Raises:
+        ValueError: ``batch_size`` is not a whole number >= 1.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or (
+            batch_size < 1):
+        raise ValueError(f"batch_size: got {batch_size!r}, allowed: a whole number >= 1")
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (batch_size,)), init())
 
 
@@ -198,7 +205,10 @@ def step(state: State, action: jax.Array) -> State:
     # Every output field is an elementwise function of the inputs that XLA
     # fuses on its own (on CPU it recomputes shared terms inside each field's
     # loop), so the update is written with as few operations as possible.
-    column = jnp.asarray(action).astype(jnp.uint32)
+    action = jnp.asarray(action)
+    if not jnp.issubdtype(action.dtype, jnp.integer):  # 2.9 played column index 2
+        raise TypeError(f"action: integer columns 0..6, got dtype {action.dtype}")
+    column = action.astype(jnp.uint32)
     live = ~state.terminated
     bit_lo, bit_hi = _drop_bits(state.all_lo, state.all_hi, column)
     bit_lo = jnp.where(live, bit_lo, jnp.uint32(0))  # a finished game gets no stone
@@ -329,7 +339,13 @@ def from_moves(moves: str) -> State:
 
 
 def stack(states: Sequence[State]) -> State:
-    """Stacks single-game states into one batched state of shape ``[B]``."""
+    """Stacks single-game states into one batched state of shape ``[B]``.
+
+    Raises:
+        ValueError: ``states`` is empty.
+    """
+    if len(states) == 0:
+        raise ValueError("stack: needs at least one state")
     leaves = jax.tree.leaves(states)
     if any(isinstance(x, jax.core.Tracer) for x in leaves):
         return jax.tree.map(lambda *xs: jnp.stack(xs), *states)

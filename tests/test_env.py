@@ -853,3 +853,21 @@ def test_result_value_maps_the_winner_to_a_value_for_each_player():
     np.testing.assert_array_equal(values, [1.0, -1.0, -1.0, 1.0, 0.0, 0.0])
     # Broadcasting: one player against a batch of winners.
     np.testing.assert_array_equal(env.result_value(winner[:3], 1), [-1.0, -1.0, 1.0])
+
+
+def test_bad_arguments_are_named():
+    """A float action played its integer part (2.9: column index 2); a batch size of
+    -1 was a TypeError from inside JAX, 0 an empty batch; stack([]) a TypeError about
+    map()."""
+    state = env.init()
+    with pytest.raises(TypeError, match="action: integer columns 0..6, got dtype float"):
+        env.step(state, 2.9)
+    with pytest.raises(TypeError, match="got dtype bool"):
+        env.step(state, True)
+    assert int(env.step(state, np.int64(2)).num_moves) == 1
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="batch_size: got .*, allowed: a whole number >= 1"):
+            env.init_batch(bad)
+    assert env.init_batch(np.int64(3)).num_moves.shape == (3,)
+    with pytest.raises(ValueError, match="stack: needs at least one state"):
+        env.stack([])

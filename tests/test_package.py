@@ -161,3 +161,10 @@ def test_constraints_pin_every_dependency_inside_pyproject_s_ranges():
         assert name in pins, f"constraints.txt does not pin {name}"
         assert requirement.specifier.contains(pins[name]), (name, pins[name])
     assert "jaxlib" in pins and pins["jaxlib"] == pins["jax"]
+
+
+def test_player_is_in_the_package_s_dir():
+    """``Player`` is imported lazily: without ``__dir__`` tab completion missed it."""
+    import c4jax
+
+    assert "Player" in dir(c4jax) and "__version__" in dir(c4jax)
