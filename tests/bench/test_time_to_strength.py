@@ -127,9 +127,11 @@ sys.exit(130)
 """
 
 _WATCHER = """
-import subprocess, sys
+import signal, subprocess, sys
 from pathlib import Path
 from bench import time_to_strength
+# As in a terminal: a suite run under nohup hands its children SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 real = subprocess.Popen
 time_to_strength.subprocess.Popen = (
     lambda command, **kw: real([sys.executable, "-c", sys.argv[1], sys.argv[2]], **kw))
