@@ -256,7 +256,6 @@ def main(argv: list[str] | None = None) -> int:
             "repeats": args.repeats, "device": bench_env.device_info(("flax",)),
             "load_average": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "xla_flags": os.environ.get("XLA_FLAGS", "")}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     outfile.write_json(args.out, {"meta": meta, "rows": rows}, name="--out", indent=1)
     print(f"wrote {args.out}")
     return 0

@@ -125,7 +125,6 @@ def main(argv=None) -> int:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     outfile.save_figure(fig, args.out, name="--out", dpi=120)
     print(f"wrote {args.out}")
     return 0

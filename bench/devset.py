@@ -130,7 +130,6 @@ def main(argv: list[str] | None = None) -> None:
     except perfect.MissingSolverError as e:
         parser.error(str(e))
     print(file=sys.stderr)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     outfile.write_json(args.out, rows, name="--out", lines=True)
     print(f"wrote {len(rows)} positions to {args.out}")
 

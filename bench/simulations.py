@@ -234,7 +234,6 @@ def main(argv=None) -> int:
     record["device"] = {**bench_env.device_info(("mctx", "flax", "bitbully")),
                         "fast_cpu": xla_flags.fast_cpu_on()}
     record["command"] = bench_env.command_line("bench.simulations", argv)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     todo = [("network", n, f"{args.agent}@{n}") for n in args.sims]
     todo += [("rollouts", n, f"mcts-{n}") for n in args.rollouts]
     for kind, n, spec in todo:

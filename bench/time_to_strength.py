@@ -207,7 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     if any(record.get(k) != v for k, v in judged.items()):
         record["rows"] = []  # judged otherwise before: judged again
     record.update(command=command, **judged)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
 
     if "checkpoint_seconds" not in record:
         train = ["--config", args.config, "--keep-checkpoints", str(KEEP_ALL), *train_argv]

@@ -222,7 +222,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     r = report(args.config, args.device_gb, args.budget, args.compiler, args.topology)
     print(format_report(r))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     outfile.write_json(args.out, r, name="--out", indent=1)
     print(f"wrote {args.out}")
     return 0

@@ -70,7 +70,6 @@ def main(argv=None) -> int:
     ax.grid(alpha=0.3)
     ax.legend(ncol=4, fontsize=8)
     fig.tight_layout()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     outfile.save_figure(fig, args.out, name="--out", dpi=110)
     print(f"wrote {args.out}; last: {minutes[-1]:.0f} min, mean {values['mistake_rate'][-1]:.1f}%")
     return 0
