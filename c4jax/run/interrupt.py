@@ -19,10 +19,15 @@ Instead the C-level signal handler writes the signal number to a socket
 the terminal's settings, prints the message and ends the process with
 ``os._exit``, which skips the teardown. Only the standard library is imported
 here, so it can be installed before JAX loads.
+
+A closed stdout pipe (``| head``) ends a command quietly with 141, as SIGPIPE
+ends a C tool (``quiet_closed_pipe``): Python ignores SIGPIPE, and the write
+then raises ``BrokenPipeError``.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -60,9 +65,10 @@ def _terminal_settings():
     return None
 
 
-def exit_now(message: str, code: int = EXIT_CODE, terminal=None) -> None:
+def exit_now(message: str, code: int = EXIT_CODE, terminal=None, *, quiet: bool = False) -> None:
     """Removes the temporary files of output files being written, flushes stdout,
-    prints ``message`` on stderr and ends the process (no teardown)."""
+    prints ``message`` on stderr (nothing if ``quiet``) and ends the process (no
+    teardown)."""
     # os._exit skips write_whole's cleanup. Looked up, not imported: this module
     # loads before the rest of the package, and a process that never imported
     # the outputs module has no such file.
@@ -77,8 +83,9 @@ def exit_now(message: str, code: int = EXIT_CODE, terminal=None) -> None:
             termios.tcsetattr(terminal[0], termios.TCSANOW, terminal[1])
     with contextlib.suppress(Exception):
         sys.stdout.flush()
-    with contextlib.suppress(Exception):
-        os.write(2, f"\n{message}\n".encode())
+    if not quiet:
+        with contextlib.suppress(Exception):
+            os.write(2, f"\n{message}\n".encode())
     os._exit(code)
 
 
@@ -174,12 +181,61 @@ def _on_signals(callback: Callable[[int], None]) -> Callable[[], None]:
     return release
 
 
+PIPE_EXIT_CODE = 141  # 128 + SIGPIPE, what a shell reports for a C tool in ``| head``
+
+
+def _is_closed_pipe(err: BaseException) -> bool:
+    return isinstance(err, BrokenPipeError) or (
+        isinstance(err, OSError) and err.errno == errno.EPIPE)
+
+
+def quiet_closed_pipe() -> None:
+    """Makes stdout's reader going away (``c4jax evaluate ... | head``) end the process
+    quietly with code 141, as a C tool ends on SIGPIPE, instead of Python's
+    ``BrokenPipeError`` traceback (or its "Exception ignored" lines at exit).
+
+    Python ignores SIGPIPE, so a write to such a pipe raises. Two places see it:
+    an exception that reaches the top (``sys.excepthook``), and the last flush
+    of stdout after the command returned (an ``atexit`` flush, which runs first).
+    Output files being written have their temporary files removed (as for a
+    Ctrl-C); a training's progress line handles a closed pipe itself and trains
+    on. For command-line entry points only; ``exit_on_interrupt`` calls it.
+    """
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback) -> None:
+        if _is_closed_pipe(value):
+            _drop_stdout()
+            exit_now("", PIPE_EXIT_CODE, quiet=True)
+        previous(kind, value, traceback)
+
+    def flush() -> None:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError) as err:  # ValueError: stdout already closed
+            if isinstance(err, OSError) and _is_closed_pipe(err):
+                _drop_stdout()
+
+    sys.excepthook = hook
+    atexit.register(flush)
+
+
+def _drop_stdout() -> None:
+    """Points stdout's descriptor at /dev/null, so that what Python still holds of
+    it (its buffer, flushed at exit) goes nowhere."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+
+
 def exit_on_interrupt(
     message: str = "Interrupted.", code: int = EXIT_CODE
 ) -> Callable[[], None]:
     """Makes every later SIGINT, SIGTERM or SIGHUP end the process with ``message``
     (stderr; the signal named after it unless it is a Ctrl-C) and ``code`` for a
-    SIGINT, 128 + the signal otherwise (143 for SIGTERM, 129 for SIGHUP).
+    SIGINT, 128 + the signal otherwise (143 for SIGTERM, 129 for SIGHUP); and a
+    closed stdout pipe end it quietly with 141 (``quiet_closed_pipe``).
 
     Must be called from the main thread (``signal`` requires it). Intended for
     command-line entry points, not for library code or tests.
@@ -190,6 +246,7 @@ def exit_on_interrupt(
         graceful shutdown).
     """
     terminal = _terminal_settings()
+    quiet_closed_pipe()
 
     def end(signum: int) -> None:
         if signum == signal.SIGINT:

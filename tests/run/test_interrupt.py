@@ -150,6 +150,57 @@ def test_outside_the_main_thread_a_stop_request_does_nothing(handlers):
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
+# -- a closed stdout pipe (``| head``) -------------------------------------------------
+
+_PIPED = """
+import sys
+from c4jax.run import interrupt
+interrupt.exit_on_interrupt("Interrupted.")
+print("ready", flush=True)
+sys.stdin.readline()  # the reader of stdout has gone by now
+{then}
+"""
+
+
+def _reader_gone(then: str, unbuffered: bool) -> tuple[int, str]:
+    """Runs ``then`` after the reader of the child's stdout closed it, as ``head``
+    does after its lines; returns the exit code and stderr."""
+    env = {k: v for k, v in ENV.items() if k != "PYTHONUNBUFFERED" or unbuffered}
+    proc = subprocess.Popen([sys.executable, "-c", _PIPED.format(then=then)], env=env,
+                            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        proc.stdout.close()
+        proc.stdin.write("go\n")
+        proc.stdin.close()
+        code = proc.wait(30)
+        return code, proc.stderr.read()
+    finally:
+        proc.kill()
+
+
+@pytest.mark.slow
+def test_a_write_after_the_reader_has_gone_ends_quietly_with_141():
+    """As a C tool ends on SIGPIPE: no BrokenPipeError traceback (as found)."""
+    code, err = _reader_gone('for i in range(10**5):\n    print("line", i)', unbuffered=True)
+    assert (code, err) == (141, "")
+
+
+@pytest.mark.slow
+def test_output_still_buffered_when_the_reader_has_gone_is_dropped_at_exit():
+    """The command finished; only its last flush fails: exit 0, nothing on stderr
+    (as found: "Exception ignored ... BrokenPipeError" and exit 120)."""
+    code, err = _reader_gone('print("the last lines")', unbuffered=False)
+    assert (code, err) == (0, "")
+
+
+@pytest.mark.slow
+def test_other_errors_still_print_their_traceback():
+    code, err = _reader_gone('raise RuntimeError("a real fault")', unbuffered=True)
+    assert code == 1 and "RuntimeError: a real fault" in err and "Traceback" in err
+
+
 # -- real subprocesses ---------------------------------------------------------------
 
 _WAITING = """
