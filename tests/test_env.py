@@ -871,3 +871,112 @@ def test_bad_arguments_are_named():
     assert env.init_batch(np.int64(3)).num_moves.shape == (3,)
     with pytest.raises(ValueError, match="stack: needs at least one state"):
         env.stack([])
+
+
+# --- Threat planes ---
+
+_threats = jax.jit(env.threat_planes)
+
+
+def threats_drawn(moves: str) -> tuple[str, str]:
+    """The mover's and the opponent's threat planes of ``from_moves(moves)``, drawn
+    as ``render`` draws a board (``#`` a threat)."""
+    planes = np.asarray(_threats(_observe(env.from_moves(moves))))
+    return tuple(
+        "".join("".join("#" if v else "." for v in row) + "\n" for row in planes[..., side])
+        for side in (0, 1))
+
+
+def test_threat_planes_mark_the_cell_that_completes_three():
+    # x (to move) has three on the bottom row, o three on the row above.
+    assert env.render(env.from_moves("112233")) == board("""
+        .......
+        .......
+        .......
+        .......
+        ooo....
+        xxx....""")
+    mover, opponent = threats_drawn("112233")
+    assert mover == board("""
+        .......
+        .......
+        .......
+        .......
+        .......
+        ...#...""")
+    # Not playable yet (the cell below is empty): still a threat.
+    assert opponent == board("""
+        .......
+        .......
+        .......
+        .......
+        ...#...
+        .......""")
+
+
+def test_a_gap_inside_a_line_is_a_threat_and_a_blocked_line_is_none():
+    # o to move: its three in the first column are capped by x; x has x x . x below.
+    assert env.render(env.from_moves("1121411")) == board("""
+        .......
+        x......
+        o......
+        o......
+        o......
+        xx.x...""")
+    mover, opponent = threats_drawn("1121411")
+    assert mover == board("""
+        .......
+        .......
+        .......
+        .......
+        .......
+        .......""")
+    assert opponent == board("""
+        .......
+        .......
+        .......
+        .......
+        .......
+        ..#....""")
+
+
+def _reference_threats(moves: str) -> np.ndarray:
+    """[H, W, 2] bool by brute force: a stone of each side put on each empty cell,
+    four in a row looked for through that cell in the four directions."""
+    ref = Reference()
+    for c in moves:
+        ref.play(int(c) - 1)
+    mover = len(moves) % 2
+    out = np.zeros((env.NUM_ROWS, env.NUM_COLS, 2), bool)
+    for row in range(env.NUM_ROWS):
+        for col in range(env.NUM_COLS):
+            if ref.grid[row][col] is not None:
+                continue
+            for plane, side in ((0, mover), (1, 1 - mover)):
+                for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                    run = 1
+                    for sign in (1, -1):
+                        r, c = row + sign * dr, col + sign * dc
+                        while (0 <= r < env.NUM_ROWS and 0 <= c < env.NUM_COLS
+                               and ref.grid[r][c] == side):
+                            run, r, c = run + 1, r + sign * dr, c + sign * dc
+                    out[(env.NUM_ROWS - 1) - row, col, plane] |= run >= 4
+    return out
+
+
+@PROPERTY
+@given(games())
+def test_threat_planes_match_a_brute_force_search(moves):
+    planes = np.asarray(_threats(_observe(env.from_moves(moves))))
+    assert planes.dtype == np.float32
+    np.testing.assert_array_equal(planes.astype(bool), _reference_threats(moves))
+    # The mirror's threats are the threats' mirror.
+    mirrored = np.asarray(_threats(env.mirror_observation(_observe(env.from_moves(moves)))))
+    np.testing.assert_array_equal(mirrored, env.mirror_observation(planes))
+
+
+def test_threat_planes_keep_any_batch_shape():
+    obs = env.observe(env.stack([env.from_moves(m) for m in ("112233", "1121411", "")]))
+    planes = env.threat_planes(obs.reshape(3, 1, *obs.shape[1:]))
+    assert planes.shape == (3, 1, env.NUM_ROWS, env.NUM_COLS, 2)
+    assert planes[1, 0, -1, 2, 1] == 1 and planes[1].sum() == 1 and planes[2].sum() == 0

@@ -390,9 +390,9 @@ def test_resume_after_a_crash_logs_each_step_once(tmp_path):
 def test_strength_options_run_on_the_tiny_preset(tmp_path):
     """Random openings, the mixed value target (lambda-returns), length shaping, playout cap
     randomization, the one-cycle schedule, a growing replay window, the opponent-reply
-    and final-board heads, policy surprise weighting, starts from the surprising positions, larger
-    searches for the games nearest their start, fewer endgame draws, another evaluation
-    move and the Gumbel noise's cut-off, together."""
+    and final-board heads, threat planes, policy surprise weighting, starts from the
+    surprising positions, larger searches for the games nearest their start, fewer
+    endgame draws, another evaluation move and the Gumbel noise's cut-off, together."""
     cfg = _tiny(num_iterations=2, random_opening_moves=4, value_target_q=0.5,
                 value_target_lambda=0.5, value_length_shaping=0.3, replay_window=100,
                 full_search_fraction=0.5, fast_search_simulations=2, lr_schedule="onecycle",
@@ -401,9 +401,11 @@ def test_strength_options_run_on_the_tiny_preset(tmp_path):
                 endgame_sample_weight=0.5, endgame_stones=20)
     cfg = dataclasses.replace(
         cfg, search=dataclasses.replace(cfg.search, evaluation_move="policy", gumbel_noise_moves=6),
-        network=dataclasses.replace(cfg.network, opponent_head=True, final_board_head=True),
+        network=dataclasses.replace(cfg.network, opponent_head=True, final_board_head=True,
+                                    threat_planes=True),
     )
     summary = train_alphazero.train_and_evaluate(cfg, tmp_path, progress=False)
+    assert summary["state"].learner.params["Conv_0"]["kernel"].shape[2] == 4  # threat planes
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert summary["step"] == 2 and records[-1]["opening_moves"] > 0
     assert records[-1]["opponent_policy_loss"] > 0

@@ -46,6 +46,10 @@ class NetworkConfig:
     mover's stone, the opponent's, or empty), trained as an auxiliary target with
     weight train.final_board_weight (KataGo's ownership head); search and play
     never read it."""
+    threat_planes: bool = False
+    """Two more input planes computed from the board: the empty cells where a stone
+    would complete a line of four, for the mover and for the opponent
+    (Connect Four's threats, playable now or not)."""
     global_pool: int = schema.field(0, ge=0, note="0 = off")
     """Global pooling in every residual block (KataGo's global pooling bias):
     the mean and the maximum over the board of the first global_pool channels

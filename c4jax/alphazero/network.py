@@ -25,6 +25,12 @@ the trunk). Its ``[B, H, W, 3]`` logits are sown as
 ``intermediates['final_board_logits']``; its parameters come after all the
 others, so inference is the same with or without it.
 
+With ``threat_planes`` the network adds ``env.threat_planes`` of its input to it
+(``[B, H, W, 4]`` into the stem): the empty cells that would complete a line
+of four for each side, Connect Four's threats. ``obs`` stays ``env.observe``'s
+two planes everywhere else; ``folded_apply`` and the ONNX export compute them
+too (a stem kernel with 4 input channels).
+
 With ``global_pool`` = G > 0 every residual block pools the first G channels
 of its first convolution's output over the board (their mean and maximum,
 ``[B, 2G]``) and adds a dense layer of them (``Dense_0`` of the block,
@@ -83,6 +89,13 @@ def _norm(train: bool, momentum: float, dtype: Any) -> nn.BatchNorm:
     )
 
 
+def with_threats(obs: jax.Array) -> jax.Array:
+    """[B, H, W, 2] ``env.observe`` planes -> [B, H, W, 4] float32: the stones, then
+    ``env.threat_planes`` (the mover's threats, the opponent's)."""
+    obs = obs.astype(jnp.float32)
+    return jnp.concatenate([obs, env.threat_planes(obs)], axis=-1)
+
+
 def pool_features(y: jax.Array, channels: int) -> jax.Array:
     """[B, H, W, C] -> [B, 2G]: the mean, then the maximum, over the board of the
     first G = ``channels`` channels (the global pooling bias's input)."""
@@ -133,6 +146,7 @@ class PolicyValueNet(nn.Module):
         final_board_head: add the final-board head (module doc).
         global_pool: channels of each block's global pooling bias, 0 = none
             (module doc).
+        threat_planes: add ``env.threat_planes`` to the input (module doc).
         loop_grads: take the convolutions' gradients as forward-layout
             convolutions (``c4jax.alphazero.conv``), which XLA:CPU runs fast
             inside a ``while`` loop; the same values, parameters and outputs.
@@ -150,6 +164,7 @@ class PolicyValueNet(nn.Module):
     final_board_head: bool = False
     loop_grads: bool = False
     global_pool: int = 0
+    threat_planes: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -171,7 +186,7 @@ class PolicyValueNet(nn.Module):
             features, kernel_init=init, dtype=self.dtype, param_dtype=jnp.float32
         )
 
-        x = obs.astype(self.dtype)
+        x = (with_threats(obs) if self.threat_planes else obs).astype(self.dtype)
         x = nn.relu(norm()(conv(self.channels, self.kernel_size)(x)))
         for _ in range(self.num_blocks):
             x = ResidualBlock(self.channels, self.kernel_size, self.dtype, self.bn_momentum,
@@ -212,6 +227,7 @@ def make_network(config: NetworkConfig, *, loop_grads: bool = False) -> PolicyVa
         final_board_head=config.final_board_head,
         loop_grads=loop_grads,
         global_pool=config.global_pool,
+        threat_planes=config.threat_planes,
     )
 
 
@@ -310,7 +326,10 @@ def folded_apply(folded: dict, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
     def dense(x: jax.Array, kb: tuple[jax.Array, jax.Array]) -> jax.Array:
         return x @ kb[0] + kb[1]
 
-    x = nn.relu(conv(obs.astype(jnp.float32), folded["stem"]))
+    obs = obs.astype(jnp.float32)
+    if folded["stem"][0].shape[2] == 4:  # a network with threat planes (module doc)
+        obs = with_threats(obs)
+    x = nn.relu(conv(obs, folded["stem"]))
     pools = folded.get("block_pools") or [None] * len(folded["blocks"])
     for (first, second), pool in zip(folded["blocks"], pools, strict=True):
         y = nn.relu(conv(x, first))

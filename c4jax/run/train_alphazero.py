@@ -47,6 +47,7 @@ _STATE_FIELDS = (
     "network.opponent_head",
     "network.final_board_head",
     "network.global_pool",
+    "network.threat_planes",
     "train.selfplay_batch",
     "train.replay_capacity",
     "train.optimizer",

@@ -5,7 +5,8 @@ Shape glossary: B batch, H = 6 rows, W = 7 columns, C channels, A = 7 actions.
 ``to_onnx`` writes the inference-mode network (``network.make_apply_fn``) as an
 ONNX graph built with the ``onnx`` package straight from the variables: each
 BatchNorm (running statistics) is folded into the convolution before it, the
-rest is Conv, Relu, Add, Transpose, Reshape, Gemm and Tanh. The model takes
+rest is Conv, Relu, Add, Transpose, Reshape, Gemm and Tanh (and, for threat
+planes, MatMul, Equal, And, Greater, Cast and Concat). The model takes
 ``obs`` [B, H, W, 2] float32 (``env.observe`` planes, any B) and returns
 ``logits`` [B, A] and ``value`` [B]. (``jax2onnx`` was not used: its releases
 pin an older ``orbax-checkpoint`` than c4jax's.) ``onnxruntime`` reproduces the
@@ -142,6 +143,39 @@ class _Graph:
         bias = self.dense(self.op("Flatten", [pooled]), params)  # [B, C]
         return self.op("Reshape", [bias, self.const("shape", np.array([0, -1, 1, 1], np.int64))])
 
+    def with_threats(self, obs: str) -> str:
+        """``network.with_threats`` on NHWC ``obs`` [B, H, W, 2]: [B, H, W, 4], the
+        stones and ``env.threat_planes`` (MatMul, Equal, And, Greater, Cast)."""
+        from onnx import TensorProto
+
+        cells = env.NUM_CELLS
+        lines = env.LINE_PLANES.reshape(env.NUM_LINES, cells).astype(np.float32)  # [L, HW]
+        flat = self.op("Reshape", [obs, self.const("shape", np.array([0, 2 * cells], np.int64))])
+
+        def counts(channel: int) -> str:  # [B, L] stones of one side in each line
+            pick = np.zeros((cells, 2, env.NUM_LINES), np.float32)
+            pick[:, channel, :] = lines.T
+            return self.op("MatMul", [flat, self.const("M", pick.reshape(2 * cells, -1))])
+
+        def equals(x: str, value: float) -> str:
+            return self.op("Equal", [x, self.const("k", np.array(value, np.float32))])
+
+        mover, opponent = counts(0), counts(1)
+        stones = self.op("MatMul", [flat, self.const("S", np.repeat(
+            np.eye(cells, dtype=np.float32), 2, axis=0))])  # [B, HW]
+        empty = equals(stones, 0.0)
+        planes = []
+        for own, other in ((mover, opponent), (opponent, mover)):
+            three = self.op("Cast", [self.op("And", [equals(own, 3.0), equals(other, 0.0)])],
+                            to=TensorProto.FLOAT)  # [B, L]
+            covered = self.op("MatMul", [three, self.const("L", lines)])  # [B, HW]
+            threat = self.op("And", [self.op("Greater", [covered, self.const(
+                "k", np.array(0.0, np.float32))]), empty])
+            planes.append(self.op("Reshape", [
+                self.op("Cast", [threat], to=TensorProto.FLOAT),
+                self.const("shape", np.array([0, env.NUM_ROWS, env.NUM_COLS, 1], np.int64))]))
+        return self.op("Concat", [obs, *planes], axis=-1)
+
     def flatten_nhwc(self, x: str) -> str:
         """NCHW [B, C, H, W] -> [B, H * W * C] in Flax's (NHWC) order."""
         y = self.op("Transpose", [x], perm=[0, 2, 3, 1])
@@ -153,8 +187,8 @@ def to_onnx(variables: dict, config: NetworkConfig):
 
     Args:
         variables: ``{'params', 'batch_stats'}`` of ``network.make_network(config)``.
-        config: its shape (``num_blocks``, ``global_pool``); a bfloat16 network is
-            exported in float32.
+        config: its shape (``num_blocks``, ``global_pool``, ``threat_planes``); a
+            bfloat16 network is exported in float32.
 
     Returns:
         A model with input ``obs`` [B, H, W, 2] float32 (B free) and outputs
@@ -166,7 +200,8 @@ def to_onnx(variables: dict, config: NetworkConfig):
     variables = jax.tree.map(np.asarray, jax.device_get(variables))
     params, stats = variables["params"], variables["batch_stats"]
     g = _Graph()
-    x = g.op("Transpose", [INPUT], perm=[0, 3, 1, 2])  # NHWC -> NCHW
+    x = g.with_threats(INPUT) if config.threat_planes else INPUT
+    x = g.op("Transpose", [x], perm=[0, 3, 1, 2])  # NHWC -> NCHW
     x = g.conv_bn(x, params, stats, 0, relu=True)
     for block in range(config.num_blocks):
         scope = f"ResidualBlock_{block}"

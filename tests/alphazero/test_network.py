@@ -314,3 +314,32 @@ def test_folded_inference_with_global_pooling_equals_the_module():
     del folded["block_pools"]
     other, _ = jax.jit(network.folded_apply)(folded, obs)
     assert float(jnp.max(jnp.abs(other - want_logits))) > 1e-3
+
+
+def test_threat_planes_feed_the_stem_and_folded_inference_computes_them():
+    config = NetworkConfig(num_blocks=2, channels=8, threat_planes=True)
+    net = network.make_network(config)
+    assert net.threat_planes
+    variables = _perturbed(network.init_variables(net, jax.random.key(3)), seed=4)
+    assert variables["params"]["Conv_0"]["kernel"].shape == (3, 3, 4, 8)
+    # Positions with threats: a stone away from completing a line of four.
+    obs = env.observe(env.stack([env.from_moves(m) for m in
+                                 ("112233", "1121411", "4455", "", "3344553")]))
+    obs = jnp.concatenate([obs, _random_obs(5, batch_size=11)])
+    assert float(env.threat_planes(obs).sum()) > 5
+    _assert_folded_equals_module(net, variables, obs)
+    # The stem reads the threats: with its weights on them zeroed the output changes.
+    params = dict(variables["params"])
+    kernel = params["Conv_0"]["kernel"]
+    params["Conv_0"] = {"kernel": kernel.at[:, :, 2:].set(0.0)}
+    blind, _ = net.apply({**variables, "params": params}, obs)
+    want, _ = net.apply(variables, obs)
+    assert float(jnp.max(jnp.abs(blind - want))) > 1e-3
+
+
+def test_with_threats_appends_the_threat_planes():
+    obs = env.observe(env.from_moves("112233"))[None]
+    planes = network.with_threats(obs)
+    assert planes.shape == (1, env.NUM_ROWS, env.NUM_COLS, 4) and planes.dtype == jnp.float32
+    np.testing.assert_array_equal(planes[..., :2], obs)
+    np.testing.assert_array_equal(planes[..., 2:], env.threat_planes(obs))

@@ -107,6 +107,34 @@ def test_onnx_model_matches_a_network_with_global_pooling():
                          - pooled.run(None, {"obs": obs})[0])) > 1e-3
 
 
+def test_onnx_model_matches_a_network_with_threat_planes():
+    checkpoint = _tiny_network(5, threat_planes=True)
+    variables = checkpoint.variables
+    # Threat planes that matter: the stem's weights on them scaled up.
+    params = dict(variables["params"])
+    stem = dict(params["Conv_0"])
+    assert stem["kernel"].shape[2] == 4
+    stem["kernel"] = stem["kernel"].at[:, :, 2:].multiply(10.0)
+    params["Conv_0"] = stem
+    variables = {"params": params, "batch_stats": variables["batch_stats"]}
+    _check_parity(dataclasses.replace(checkpoint, variables=variables))
+    # Positions from longer games, where threats abound.
+    obs = _positions(jax.random.key(2), games=64, moves=30)
+    assert np.asarray(env.threat_planes(obs)).any(axis=(1, 2, 3)).mean() > 0.3
+    session = ort.InferenceSession(onnx_export.to_onnx(variables, checkpoint.config.network)
+                                   .SerializeToString(), providers=["CPUExecutionProvider"])
+    net = network.make_network(checkpoint.config.network)
+    want = jax.device_get(jax.jit(network.make_apply_fn(net))(variables, obs))
+    got = session.run([onnx_export.LOGITS, onnx_export.VALUE], {"obs": obs})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-5)
+    # The threats matter here: without the stem's weights on them the outputs differ.
+    blind = dict(params, Conv_0={"kernel": stem["kernel"].at[:, :, 2:].set(0.0)})
+    blind_logits, _ = jax.device_get(net.apply(
+        {"params": blind, "batch_stats": variables["batch_stats"]}, obs, train=False))
+    assert np.max(np.abs(blind_logits - want[0])) > 1e-2
+
+
 def test_without_the_export_extra_the_command_says_what_to_install(
     monkeypatch, tmp_path, capsys
 ):
