@@ -196,15 +196,21 @@ def quiet_closed_pipe() -> None:
 
     Python ignores SIGPIPE, so a write to such a pipe raises. Two places see it:
     an exception that reaches the top (``sys.excepthook``), and the last flush
-    of stdout after the command returned (an ``atexit`` flush, which runs first).
-    Output files being written have their temporary files removed (as for a
-    Ctrl-C); a training's progress line handles a closed pipe itself and trains
-    on. For command-line entry points only; ``exit_on_interrupt`` calls it.
+    of stdout after the command returned (an ``atexit`` flush: registered before
+    the libraries load, it runs after theirs but before the interpreter's own).
+    Only a broken pipe while stdout's reader is gone is quiet: one to another
+    pipe or socket, or one raised while handling another error, still prints
+    its traceback. Output files being written have their temporary files
+    removed (as for a Ctrl-C); a training's progress line handles a closed
+    pipe itself and trains on. For command-line entry points only;
+    ``exit_on_interrupt`` calls it.
     """
     previous = sys.excepthook
 
     def hook(kind, value, traceback) -> None:
-        if _is_closed_pipe(value):
+        context = value.__context__
+        if (_is_closed_pipe(value) and _stdout_lost()
+                and (context is None or _is_closed_pipe(context))):
             _drop_stdout()
             exit_now("", PIPE_EXIT_CODE, quiet=True)
         previous(kind, value, traceback)
@@ -218,6 +224,14 @@ def quiet_closed_pipe() -> None:
 
     sys.excepthook = hook
     atexit.register(flush)
+
+
+def _stdout_lost() -> bool:
+    """Whether stdout is a pipe or terminal that writes fail on (``_lost``)."""
+    try:
+        return _lost(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or not a real file
+        return False
 
 
 def _drop_stdout() -> None:

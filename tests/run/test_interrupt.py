@@ -199,6 +199,26 @@ def test_output_still_buffered_when_the_reader_has_gone_is_dropped_at_exit():
 def test_other_errors_still_print_their_traceback():
     code, err = _reader_gone('raise RuntimeError("a real fault")', unbuffered=True)
     assert code == 1 and "RuntimeError: a real fault" in err and "Traceback" in err
+    # A fault whose handler then prints to the closed stdout: the fault is shown.
+    code, err = _reader_gone('try:\n    raise RuntimeError("the fault")\n'
+                             'finally:\n    print("x" * 10**6)', unbuffered=True)
+    assert code == 1 and "RuntimeError: the fault" in err
+
+
+@pytest.mark.slow
+def test_a_broken_pipe_to_another_process_is_not_hidden():
+    """stdout is fine; a pipe to a child (here a bare pipe) lost its reader."""
+    code = """
+    import os
+    from c4jax.run import interrupt
+    interrupt.exit_on_interrupt("Interrupted.")
+    reader, writer = os.pipe()
+    os.close(reader)
+    os.write(writer, b"to a child that died")
+    """
+    proc = _python(code)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "BrokenPipeError" in err and "Traceback" in err
 
 
 # -- real subprocesses ---------------------------------------------------------------
