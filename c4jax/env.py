@@ -271,14 +271,12 @@ def threat_planes(obs: jax.Array) -> jax.Array:
     counts whether or not it can be played now (the stones below it may be
     missing): these are Connect Four's threats, whose rows (odd or even)
     decide most games. A line counts for a side when it holds three of that
-    side's stones and nothing else; its empty cell is then a threat.
+    side's stones; its fourth cell, if empty, is then a threat.
     """
     lines = jnp.asarray(LINE_PLANES.reshape(NUM_LINES, NUM_CELLS), jnp.float32)  # [L, HW]
     cells = obs.reshape(*obs.shape[:-3], NUM_CELLS, 2).astype(jnp.float32)  # [..., HW, 2]
     counts = jnp.einsum("...pc,lp->...lc", cells, lines)  # [..., L, 2] stones a line holds
-    mover, opponent = counts[..., 0], counts[..., 1]
-    three = jnp.stack([(mover == 3) & (opponent == 0), (opponent == 3) & (mover == 0)],
-                      axis=-1).astype(jnp.float32)  # [..., L, 2]
+    three = (counts == 3).astype(jnp.float32)  # [..., L, 2]
     covered = jnp.einsum("...lc,lp->...pc", three, lines) > 0  # [..., HW, 2]
     empty = (cells.sum(axis=-1) == 0)[..., None]  # [..., HW, 1]
     return (covered & empty).astype(jnp.float32).reshape(obs.shape)

@@ -165,9 +165,8 @@ class _Graph:
             np.eye(cells, dtype=np.float32), 2, axis=0))])  # [B, HW]
         empty = equals(stones, 0.0)
         planes = []
-        for own, other in ((mover, opponent), (opponent, mover)):
-            three = self.op("Cast", [self.op("And", [equals(own, 3.0), equals(other, 0.0)])],
-                            to=TensorProto.FLOAT)  # [B, L]
+        for side in (mover, opponent):
+            three = self.op("Cast", [equals(side, 3.0)], to=TensorProto.FLOAT)  # [B, L]
             covered = self.op("MatMul", [three, self.const("L", lines)])  # [B, HW]
             threat = self.op("And", [self.op("Greater", [covered, self.const(
                 "k", np.array(0.0, np.float32))]), empty])
