@@ -35,8 +35,8 @@ BIG = {
 # down to what differs from the defaults: every value is the one it had before).
 PRESETS = {
     "cpu": {
-        "network.num_blocks": 3, "network.channels": 32, "search.num_simulations": 4,
-        "train.num_iterations": 400, "train.selfplay_steps": 16,
+        "network.num_blocks": 3, "network.channels": 32, "network.threat_planes": True,
+        "search.num_simulations": 4, "train.num_iterations": 400, "train.selfplay_steps": 16,
         "train.replay_capacity": 400_000, "train.sgd_steps": 64, "train.minibatch_size": 128,
         "train.learning_rate": 0.002, "train.warmup_steps": 50, "eval.num_simulations": 16,
         "eval.solver_positions": 250, "eval.solver_sets": ALL_SETS,
