@@ -43,7 +43,8 @@ PRESETS = {
     },
     "strong": {
         "network.num_blocks": 5, "network.channels": 48, "network.global_pool": 16,
-        "network.final_board_head": True, "search.num_simulations": 4,
+        "network.final_board_head": True, "network.threat_planes": True,
+        "search.num_simulations": 4,
         "train.num_iterations": 2000, "train.time_budget": "2h", "train.selfplay_steps": 16,
         "train.replay_capacity": 600_000, "train.sgd_steps": 64, "train.minibatch_size": 128,
         "train.learning_rate": 0.002,
