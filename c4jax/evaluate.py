@@ -53,7 +53,6 @@ DEFAULT_BASELINES = "random,lookahead,mcts-1000,minimax-5"
 MAX_GAMES = 1_000_000  # --games: per match, or per pair in elo
 MAX_OPENINGS = arena.MAX_OPENING_MOVES  # --openings: random plies before the agents take over
 MAX_BATCH_SIZE = 16_384  # --batch-size: games or positions at once (memory grows with it)
-MAX_BOOTSTRAP = 100_000  # --bootstrap: resamples (each refits every rating)
 MAX_POSITIONS = 1_000_000  # --positions: the first N of each set (a set has about 1000)
 MAX_SEED = inputs.MAX_SEED  # --seed: a 32-bit PRNG seed
 
@@ -244,7 +243,7 @@ def run_elo(args) -> dict:
     for i, j, result in played:
         elo.add_match(wins, draws, i, j, result)
         matches.append({"a": names[i], "b": names[j], **arena.match_summary(result)})
-    rated = elo.rate(names, wins, draws, num_bootstrap=args.bootstrap, seed=args.seed)
+    rated = elo.rate(names, wins, draws)
     print(rated.table())
     print()
     print(elo.crosstable(names, rated.points, rated.games))
@@ -262,7 +261,7 @@ def run_elo(args) -> dict:
         },
         "games_per_pair": args.games,
         "openings": args.openings,
-        "bootstrap": args.bootstrap,
+        "intervals": f"{100 * rated.level:g}% profile likelihood",
         "seed": args.seed,
         "wins": wins.tolist(),
         "draws": draws.tolist(),
@@ -419,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Round robin over a pool of agents (random is added if missing) and"
         " Bradley-Terry ratings on the Elo scale, random = 0 (maximum likelihood with one"
         " virtual draw per pair, so that a perfect score has a finite rating: 100-0 is about"
-        f" +920), with bootstrap 95% intervals. Agent specs: {forms}.",
+        f" +920), with 95% profile-likelihood intervals. Agent specs: {forms}.",
     )
     elo_p.add_argument("agents", nargs="+", metavar="AGENT")
     elo_p.add_argument(
@@ -427,10 +426,6 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"games per pair, 1-{MAX_GAMES} (default 100)",
     )
     _add_openings(elo_p, f"see match, 0-{MAX_OPENINGS} (default 2)")
-    elo_p.add_argument(
-        "--bootstrap", type=_count("--bootstrap", 1, MAX_BOOTSTRAP), default=1000, metavar="R",
-        help=f"resamples for the 95%% intervals, 1-{MAX_BOOTSTRAP} (default 1000)",
-    )
     elo_p.add_argument(
         "--plot", type=Path, default=None, metavar="PATH.png",
         help="ratings chart (checked before the evaluation starts)",

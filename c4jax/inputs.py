@@ -1,7 +1,7 @@
 """Whole numbers a user types: ASCII digits only, within stated bounds.
 
 Every number that comes from a person (a column in ``play``, ``--sims``,
-``--batch-size``, ``--bootstrap``, the ``N`` of an agent spec, a web request's
+``--batch-size``, ``--games``, the ``N`` of an agent spec, a web request's
 ``sims``) goes through ``parse_count``, so that all of them accept the same
 text and refuse the rest with the same kind of message:
 

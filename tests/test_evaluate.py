@@ -84,7 +84,7 @@ def test_output_piped_to_a_file_has_no_bar_frames(tmp_path):
     with log.open("w") as out:
         proc = subprocess.run(
             [sys.executable, "-m", "c4jax.evaluate", "elo", "lookahead", "win-if-you-can",
-             "--games", "2", "--bootstrap", "5"],
+             "--games", "2"],
             stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, timeout=300,
             env={**os.environ, "JAX_PLATFORMS": "cpu"},
         )
@@ -123,12 +123,11 @@ def test_bad_input_exits_2_with_a_message(argv, problem, capsys):
 @pytest.mark.parametrize(
     "argv, problem",
     [
-        # Before: accepted (--batch-size 0 played on; --bootstrap 0 printed [nan, nan]).
+        # Before: accepted (--batch-size 0 played on).
         (["match", "random", "random", "--batch-size", "0"], "--batch-size: got 0, allowed: 2-"),
         # A batch of one game played two (a pair) at once.
         (["match", "random", "random", "--batch-size", "1"], "--batch-size: got 1, allowed: 2-"),
         (["elo", "lookahead", "--batch-size", "1"], "--batch-size: got 1, allowed: 2-"),
-        (["elo", "lookahead", "--bootstrap", "0"], "--bootstrap: got 0, allowed: 1-100000"),
         (["elo", "lookahead", "--batch-size", "99999"], "--batch-size: got 99999"),
         (["solver", "--batch-size", "0"], "--batch-size: got 0, allowed: 1-"),
         (["solver", "--positions", "0"], "--positions: got 0, allowed: 1-"),
@@ -224,7 +223,7 @@ def test_a_disk_that_fills_up_during_the_evaluation_is_exit_74_and_leaves_nothin
 ):
     """8 KB free: the 4 KB probes pass, the Elo chart (over 10 KB) does not fit."""
     with small_fs(tmp_path / "small", "8k") as disk:
-        argv = ["elo", "lookahead", "--games", "2", "--bootstrap", "5", "--plot"]
+        argv = ["elo", "lookahead", "--games", "2", "--plot"]
         code = evaluate.main([*argv, str(disk / "elo.png"), "--json", str(disk / "e.json")])
         left = os.listdir(disk)
     out, err = capsys.readouterr()
@@ -313,7 +312,7 @@ def test_match_from_every_opening(tmp_path, capsys):
 @pytest.mark.slow
 def test_elo_json_and_plot(tiny_run, tmp_path, capsys):
     out, png = tmp_path / "elo.json", tmp_path / "elo.png"
-    argv = ["elo", f"{tiny_run}@0", "lookahead", "--games", "4", "--bootstrap", "20"]
+    argv = ["elo", f"{tiny_run}@0", "lookahead", "--games", "4"]
     assert evaluate.main([*argv, "--plot", str(png), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Elo" in printed and "anchor random = 0" in printed

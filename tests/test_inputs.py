@@ -44,7 +44,7 @@ def test_a_huge_line_is_refused_at_once_and_shown_cut():
     assert "(100000 digits)" in str(err.value)
     assert len(str(err.value)) < 200
     with pytest.raises(InputError):  # no upper bound: still no unbounded conversion
-        parse_count(text, name="--bootstrap", low=1)
+        parse_count(text, name="--games", low=1)
 
 
 def test_text_is_shown_quoted_and_cut_by_its_quoted_length():

@@ -4,19 +4,21 @@ Model: player i scores against player j with expected score
 ``1 / (1 + 10 ** ((R_j - R_i) / 400))``; a draw counts as half a win for each
 side. ``fit_ratings`` maximises the likelihood (Newton's method on the concave
 log-likelihood) with one player anchored at 0 (by convention the random
-player). ``rate`` adds bootstrap confidence intervals by resampling the games
-of every pair and refitting: each resample draws the pair's win / draw / loss
-frequencies from a Dirichlet over its counts plus a Jeffreys half game each
-(``RESAMPLE_PSEUDOCOUNT``), then its games from those. The plain bootstrap
-(the observed frequencies) would give a 100-0 pair the same 100-0 in every
-resample: an interval of zero width set by the prior alone.
+player). ``rate`` adds 95% profile-likelihood intervals: for each player, the
+ratings at which the log-likelihood, maximised over every other rating with
+that one held fixed, falls ``chi2(1, 0.95) / 2 = 1.92`` below its maximum.
+Such an interval always contains the fitted rating, and is lopsided where the
+data are: 100-0 bounds a rating from below far better than from above. (A
+percentile bootstrap can leave the ratings out where the top players score
+nearly every point: every resample then falls at or below the fit.)
 
 Perfect scores (say 100-0 against random) make the pure maximum likelihood
 rating infinite, so by default every pair that played gets ``prior_draws = 1``
 virtual drawn game (half a point to each side). This caps a 100-0 result at
 about +920 Elo and barely moves ratings between close players; pass 0 for the
-pure MLE (then ratings that would be infinite raise an error, and ``rate``
-gives no intervals: a resample may be infinite where the data are not).
+pure MLE (then ratings that would be infinite raise an error). With the prior,
+the upper end of a perfect score's interval is set by it: 100-0 cannot rule out
+a far larger gap.
 
 Results tables: ``wins[i, j]`` games i won against j; ``draws[i, j]`` drawn
 games recorded under the pair (i, j), so the draws between i and j are
@@ -30,13 +32,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 ELO_PER_NAT = 400.0 / math.log(10.0)  # Elo points per unit of the logistic scale
-RESAMPLE_PSEUDOCOUNT = 0.5  # Jeffreys: half a game added to each outcome's count
+LEVEL = 0.95  # the intervals' confidence level
+_BRACKET_NATS = 64.0  # an interval's end searched this far from the rating (~11,000 Elo)
+_BISECTIONS = 40  # halvings of the bracket: far below a rating's printed precision
 
 
 def add_match(wins: np.ndarray, draws: np.ndarray, i: int, j: int, result) -> None:
@@ -104,18 +109,30 @@ def _check_finite(points: np.ndarray, games: np.ndarray) -> None:
         )
 
 
-def _fit(points: np.ndarray, games: np.ndarray, anchor: int, tol: float = 1e-10) -> np.ndarray:
-    """[P] ratings on the logistic scale (anchor = 0) by damped Newton ascent."""
+def _loglik(points: np.ndarray, r: np.ndarray) -> float:
+    """The log-likelihood of ratings ``r`` ([P], logistic scale): every ordered pair's
+    ``points * log sigmoid(r_row - r_column)``."""
+    diff = r[:, None] - r[None, :]
+    return float(np.sum(points * -np.logaddexp(0.0, -diff)))
+
+
+def _fit(points: np.ndarray, games: np.ndarray, anchor: int, *,
+         fixed: dict[int, float] | None = None, start: np.ndarray | None = None,
+         tol: float = 1e-10) -> np.ndarray:
+    """[P] ratings on the logistic scale (anchor = 0) by damped Newton ascent.
+
+    ``fixed`` holds more ratings at given values (a profile), ``start`` is where the
+    free ratings start (default 0).
+    """
     num = points.shape[0]
-    free = np.array([k for k in range(num) if k != anchor])
-    r = np.zeros(num)
-
-    def loglik(r):
-        diff = r[:, None] - r[None, :]
-        # points * log sigmoid(diff), summed over ordered pairs (each game once per side).
-        return float(np.sum(points * -np.logaddexp(0.0, -diff)))
-
-    current = loglik(r)
+    held = {anchor: 0.0, **(fixed or {})}
+    free = np.array([k for k in range(num) if k not in held], dtype=np.int64)
+    r = np.zeros(num) if start is None else np.array(start, dtype=np.float64)
+    for k, value in held.items():
+        r[k] = value
+    current = _loglik(points, r)
+    if free.size == 0:
+        return r
     for _ in range(200):
         diff = r[:, None] - r[None, :]
         p = 1.0 / (1.0 + np.exp(-diff))  # [P, P] expected score of row vs column
@@ -131,7 +148,7 @@ def _fit(points: np.ndarray, games: np.ndarray, anchor: int, tol: float = 1e-10)
         while True:
             trial = r.copy()
             trial[free] += t * step
-            value = loglik(trial)
+            value = _loglik(points, trial)
             if value >= current - 1e-12 or t < 1e-8:
                 break
             t *= 0.5
@@ -139,6 +156,47 @@ def _fit(points: np.ndarray, games: np.ndarray, anchor: int, tol: float = 1e-10)
         if np.max(np.abs(t * step)) < tol or abs(gain) < tol * 1e-3:
             break
     return r
+
+
+def _drop(level: float) -> float:
+    """How far the log-likelihood falls at a ``level`` interval's ends: half the
+    chi-square(1) quantile, ``z**2 / 2`` (1.92 at 0.95)."""
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
+    return 0.5 * z * z
+
+
+def _profile_interval(points: np.ndarray, games: np.ndarray, anchor: int, k: int,
+                      best: np.ndarray, level: float) -> tuple[float, float]:
+    """Player k's interval on the logistic scale: where its profile log-likelihood
+    (every other free rating refitted with k's held) falls ``_drop(level)`` below the
+    maximum at ``best`` ([P], the fit). An end not reached within ``_BRACKET_NATS``
+    (possible only without a prior) is infinite."""
+    target = _loglik(points, best) - _drop(level)
+
+    def profile(x: float) -> float:
+        start = best.copy()
+        start[k] = x
+        return _loglik(points, _fit(points, games, anchor, fixed={k: x}, start=start))
+
+    ends = []
+    for sign in (-1.0, 1.0):
+        inside, width = 0.0, 1.0  # distances from best[k]: inside still above target
+        while profile(best[k] + sign * width) >= target:
+            inside = width
+            width *= 2.0
+            if width > _BRACKET_NATS:
+                ends.append(sign * math.inf)
+                break
+        else:
+            outside = width
+            for _ in range(_BISECTIONS):  # the profile is concave: one crossing a side
+                middle = 0.5 * (inside + outside)
+                if profile(best[k] + sign * middle) >= target:
+                    inside = middle
+                else:
+                    outside = middle
+            ends.append(best[k] + sign * 0.5 * (inside + outside))
+    return ends[0], ends[1]
 
 
 def fit_ratings(
@@ -186,16 +244,16 @@ def _with_prior(points, games, prior_draws):
 
 @dataclasses.dataclass(frozen=True)
 class EloResult:
-    """Ratings with bootstrap intervals (host-side numpy)."""
+    """Ratings with their intervals (host-side numpy)."""
 
     players: tuple[str, ...]  # [P]
     ratings: np.ndarray  # [P] float64 Elo, anchor at 0
-    ci_low: np.ndarray  # [P] float64, 2.5% bootstrap quantile
-    ci_high: np.ndarray  # [P] float64, 97.5% bootstrap quantile
+    ci_low: np.ndarray  # [P] float64, the interval's lower end (the anchor's: 0)
+    ci_high: np.ndarray  # [P] float64, its upper end
     anchor: str
     points: np.ndarray  # [P, P] float64 points of row against column (no prior)
     games: np.ndarray  # [P, P] float64 games between row and column
-    num_bootstrap: int
+    level: float = LEVEL  # the intervals' confidence level
 
     def order(self) -> np.ndarray:
         """[P] player indices, strongest first."""
@@ -204,8 +262,9 @@ class EloResult:
     def table(self) -> str:
         """A plain-text table, strongest first."""
         width = max(6, *(len(p) for p in self.players))
+        percent = f"{100 * self.level:g}% CI"
         lines = [
-            f"{'rank':>4}  {'player':<{width}}  {'Elo':>7}  {'95% CI':>17}  {'games':>6}  score",
+            f"{'rank':>4}  {'player':<{width}}  {'Elo':>7}  {percent:>17}  {'games':>6}  score",
         ]
         for rank, k in enumerate(self.order(), 1):
             n = self.games[k].sum()
@@ -215,62 +274,11 @@ class EloResult:
                 f"{rank:>4}  {self.players[k]:<{width}}  {self.ratings[k]:>7.0f}  {ci:>17}"
                 f"  {int(n):>6}  {100 * score:.1f}%"
             )
-        lines.append(f"(anchor {self.anchor} = 0; {self.num_bootstrap} bootstrap resamples)")
+        lines.append(f"(anchor {self.anchor} = 0; profile-likelihood intervals)")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.table()
-
-
-def bootstrap_ratings(
-    players: Sequence[str],
-    wins: np.ndarray,
-    draws: np.ndarray | None = None,
-    *,
-    anchor: str | None = None,
-    prior_draws: float = 1.0,
-    num_bootstrap: int = 1000,
-    seed: int = 0,
-) -> np.ndarray:
-    """[num_bootstrap, P] ratings refitted on resampled games.
-
-    Every pair's games are redrawn, as many as it played: the win / draw / loss
-    frequencies from a Dirichlet over its counts plus ``RESAMPLE_PSEUDOCOUNT``
-    each, then the games from those (multinomial), and the ratings refitted.
-    A resample whose ratings are infinite (possible only with ``prior_draws``
-    0) is NaN.
-    """
-    points, games = _pair_tables(wins, draws)
-    anchor_index = _anchor_index(players, anchor)
-    _check_connected(games, list(players))
-    w = np.asarray(wins, dtype=np.float64)
-    d = np.zeros_like(w) if draws is None else np.asarray(draws, dtype=np.float64)
-    d = d + d.T
-    iu, ju = np.triu_indices(len(players), k=1)
-    n = games[iu, ju].astype(np.int64)  # [K] games per pair
-    keep = n > 0
-    iu, ju, n = iu[keep], ju[keep], n[keep]
-    counts = np.stack([w[iu, ju], d[iu, ju], w[ju, iu]], axis=1)  # [K, 3]
-    rng = np.random.default_rng(seed)
-    gamma = rng.standard_gamma(counts + RESAMPLE_PSEUDOCOUNT, size=(num_bootstrap, *counts.shape))
-    probs = gamma / gamma.sum(axis=-1, keepdims=True)  # [S, K, 3] Dirichlet draws
-    samples = rng.multinomial(n, probs)  # [S, K, 3]
-    out = np.empty((num_bootstrap, len(players)))
-    for s in range(num_bootstrap):
-        pts = np.zeros_like(points)
-        gms = np.zeros_like(games)
-        win_i, draw, win_j = samples[s].T
-        pts[iu, ju] = win_i + 0.5 * draw
-        pts[ju, iu] = win_j + 0.5 * draw
-        gms[iu, ju] = gms[ju, iu] = n
-        pts, gms = _with_prior(pts, gms, prior_draws)
-        try:
-            _check_finite(pts, gms)
-        except ValueError:
-            out[s] = np.nan  # a resample with infinite ratings (only without a prior)
-            continue
-        out[s] = _fit(pts, gms, anchor_index) * ELO_PER_NAT
-    return out
 
 
 def rate(
@@ -280,56 +288,47 @@ def rate(
     *,
     anchor: str | None = None,
     prior_draws: float = 1.0,
-    num_bootstrap: int = 1000,
-    seed: int = 0,
+    level: float = LEVEL,
 ) -> EloResult:
-    """Ratings and 95% bootstrap percentile intervals.
+    """Ratings and their profile-likelihood intervals (the module docstring).
 
     Args:
         players: P names.
         wins: [P, P] games row won against column.
         draws: [P, P] draws (see the module docstring), or None.
-        anchor: the player rated 0 (default ``"random"`` if present, else the first).
+        anchor: the player rated 0 (default ``"random"`` if present, else the first);
+            its interval is [0, 0].
         prior_draws: virtual drawn games per pair that played (0 = pure MLE).
-        num_bootstrap: resamples for the intervals (0: intervals are NaN).
-        seed: numpy seed of the resampling.
+        level: the intervals' confidence level, in (0, 1).
 
     Returns:
         An ``EloResult``.
 
     Raises:
-        ValueError: intervals (``num_bootstrap`` > 0) asked of the pure MLE
-            (``prior_draws`` 0): resamples with infinite ratings would have to be
-            left out, the most extreme ones, and the intervals would be too narrow.
+        ValueError: naming ``level`` outside (0, 1); and as ``fit_ratings``.
     """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: got {level}, allowed: between 0 and 1")
     players = tuple(players)
-    if num_bootstrap > 0 and prior_draws <= 0:
-        raise ValueError("bootstrap intervals need prior_draws > 0 (with 0, resamples with "
-                         "infinite ratings would be left out); pass num_bootstrap=0")
     ratings = fit_ratings(players, wins, draws, anchor=anchor, prior_draws=prior_draws)
-    if num_bootstrap > 0:
-        boot = bootstrap_ratings(
-            players,
-            wins,
-            draws,
-            anchor=anchor,
-            prior_draws=prior_draws,
-            num_bootstrap=num_bootstrap,
-            seed=seed,
-        )
-        low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
-    else:
-        low = high = np.full(len(players), np.nan)
     points, games = _pair_tables(wins, draws)
+    anchor_index = _anchor_index(players, anchor)
+    fitted_points, fitted_games = _with_prior(points, games, prior_draws)
+    best = ratings / ELO_PER_NAT
+    low, high = np.zeros(len(players)), np.zeros(len(players))
+    for k in range(len(players)):
+        if k != anchor_index:
+            ends = _profile_interval(fitted_points, fitted_games, anchor_index, k, best, level)
+            low[k], high[k] = (end * ELO_PER_NAT for end in ends)
     return EloResult(
         players=players,
         ratings=ratings,
         ci_low=low,
         ci_high=high,
-        anchor=players[_anchor_index(players, anchor)],
+        anchor=players[anchor_index],
         points=points,
         games=games,
-        num_bootstrap=num_bootstrap,
+        level=level,
     )
 
 
@@ -379,11 +378,15 @@ def plot(result: EloResult, path: str | Path, *, title: str = "Elo ratings") -> 
     order = result.order()[::-1]  # strongest at the top
     names = [result.players[k] for k in order]
     ratings = result.ratings[order]
-    # The interval is drawn from its ends, not as distances from the rating: a
-    # percentile bootstrap's interval need not contain the fitted rating (few
-    # resamples), and matplotlib's xerr refuses a negative distance.
-    low = np.where(np.isnan(result.ci_low[order]), ratings, result.ci_low[order])
-    high = np.where(np.isnan(result.ci_high[order]), ratings, result.ci_high[order])
+    # The interval is drawn from its ends (an infinite end, possible only without a
+    # prior, is drawn to the edge of the chart).
+    finite = np.concatenate([ratings, result.ci_low[np.isfinite(result.ci_low)],
+                             result.ci_high[np.isfinite(result.ci_high)]])
+    reach = 0.05 * (finite.max() - finite.min() + 1.0)
+    low = np.where(np.isfinite(result.ci_low[order]), result.ci_low[order],
+                   finite.min() - reach)
+    high = np.where(np.isfinite(result.ci_high[order]), result.ci_high[order],
+                    finite.max() + reach)
     fig = Figure(figsize=(6.0, 0.5 * len(names) + 1.2))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -395,7 +398,8 @@ def plot(result: EloResult, path: str | Path, *, title: str = "Elo ratings") -> 
     ax.plot(ratings, y, "o", color="black")
     ax.set_yticks(y, tick_labels(names))
     ax.axvline(0.0, color="gray", linewidth=0.8)
-    ax.set_xlabel(f"Elo ({result.anchor} = 0), 95% bootstrap interval")
+    ax.set_xlabel(f"Elo ({result.anchor} = 0), {100 * result.level:g}% profile-likelihood "
+                  "interval")
     ax.set_title(title)
     fig.tight_layout()
     path = Path(path)
