@@ -5,9 +5,13 @@ compiling included; the periodic evaluations themselves are not timed in it,
 as in ``c4jax.plot``'s top axis) and the periodic evaluation's mistake
 rates (``mistake/<set>``, the run's ``eval.solver_positions`` per set at its
 ``eval.num_simulations``). Cheaper than ``bench.strength_curve``, which
-re-evaluates checkpoints on the full sets.
+re-evaluates checkpoints on the full sets. ``--json`` also writes the points (a
+list of ``{"step", "minutes", "mean", <set>: ...}``, rates in %), so that a
+figure in the docs is backed by a file in the repository even when its run
+directory is not.
 
-    python -m bench.training_curve runs/strong --out bench/results/strength/strong_training.png
+    python -m bench.training_curve runs/strong --out bench/results/strength/strong_training.png \
+        --json bench/results/strength/curve_strong.json
 """
 
 from __future__ import annotations
@@ -29,10 +33,24 @@ def curve(records: list[dict]) -> tuple[list[float], dict[str, list[float]]]:
         if "mistake_rate" not in record:
             continue
         minutes.append(elapsed / 60)
+        values.setdefault("step", []).append(record["step"])
         for key, value in record.items():
             if key.startswith("mistake/") or key == "mistake_rate":
                 values.setdefault(key, []).append(100 * value)
     return minutes, values
+
+
+def points(minutes: list[float], values: dict[str, list[float]]) -> list[dict]:
+    """The curve as rows ``{"step", "minutes", "mean", <set>: rate}`` (rates in %,
+    rounded to 2 decimals, minutes to 1), one per evaluated iteration."""
+    rows = []
+    for k, minute in enumerate(minutes):
+        row = {"step": values["step"][k], "minutes": round(minute, 1),
+               "mean": round(values["mistake_rate"][k], 2)}
+        row.update({key.split("/", 1)[1]: round(ys[k], 2) for key, ys in sorted(values.items())
+                    if key.startswith("mistake/")})
+        rows.append(row)
+    return rows
 
 
 def main(argv=None) -> int:
@@ -40,6 +58,8 @@ def main(argv=None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=outfile.path_arg("--out"), required=True,
                         help="PNG path")
+    parser.add_argument("--json", type=outfile.path_arg("--json"), default=None,
+                        help="also write the points here")
     args = parser.parse_args(argv)
     try:
         records = read_metrics(args.run_dir / "metrics.jsonl")
@@ -59,6 +79,8 @@ def main(argv=None) -> int:
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for key, ys in sorted(values.items()):
+        if key == "step":
+            continue
         mean = key == "mistake_rate"
         ax.plot(minutes, ys, label="mean" if mean else key.split("/", 1)[1],
                 linewidth=2.5 if mean else 1, color="black" if mean else None)
@@ -71,6 +93,8 @@ def main(argv=None) -> int:
     ax.legend(ncol=4, fontsize=8)
     fig.tight_layout()
     outfile.save_figure(fig, args.out, name="--out", dpi=110)
+    if args.json is not None:
+        outfile.write_json(args.json, points(minutes, values), name="--json")
     print(f"wrote {args.out}; last: {minutes[-1]:.0f} min, mean {values['mistake_rate'][-1]:.1f}%")
     return 0
 
