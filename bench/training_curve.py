@@ -25,27 +25,29 @@ from bench import outfile
 from c4jax.plot import read_metrics
 
 
-def curve(records: list[dict]) -> tuple[list[float], dict[str, list[float]]]:
-    """``(minutes, {metric: values})`` at the evaluated iterations (rates in %)."""
-    minutes, values, elapsed = [], {}, 0.0
+def curve(records: list[dict]) -> tuple[list[int], list[float], dict[str, list[float]]]:
+    """``(steps, minutes, {metric: rates})`` at the evaluated iterations: the
+    iteration, the summed iteration time before and including it, and the
+    ``mistake_rate`` and ``mistake/<set>`` readings there (in %)."""
+    steps, minutes, values, elapsed = [], [], {}, 0.0
     for record in records:
         elapsed += record.get("seconds", 0.0)
         if "mistake_rate" not in record:
             continue
+        steps.append(record["step"])
         minutes.append(elapsed / 60)
-        values.setdefault("step", []).append(record["step"])
         for key, value in record.items():
             if key.startswith("mistake/") or key == "mistake_rate":
                 values.setdefault(key, []).append(100 * value)
-    return minutes, values
+    return steps, minutes, values
 
 
-def points(minutes: list[float], values: dict[str, list[float]]) -> list[dict]:
+def points(steps: list[int], minutes: list[float], values: dict[str, list[float]]) -> list[dict]:
     """The curve as rows ``{"step", "minutes", "mean", <set>: rate}`` (rates in %,
     rounded to 2 decimals, minutes to 1), one per evaluated iteration."""
     rows = []
-    for k, minute in enumerate(minutes):
-        row = {"step": values["step"][k], "minutes": round(minute, 1),
+    for k, (step, minute) in enumerate(zip(steps, minutes, strict=True)):
+        row = {"step": step, "minutes": round(minute, 1),
                "mean": round(values["mistake_rate"][k], 2)}
         row.update({key.split("/", 1)[1]: round(ys[k], 2) for key, ys in sorted(values.items())
                     if key.startswith("mistake/")})
@@ -66,8 +68,8 @@ def main(argv=None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    minutes, values = curve(records)
-    if not minutes:
+    steps, minutes, values = curve(records)
+    if not steps:
         print(f"error: {args.run_dir} logged no solver sample", file=sys.stderr)
         return 2
     config = json.loads((args.run_dir / "config.json").read_text())["eval"]
@@ -79,8 +81,6 @@ def main(argv=None) -> int:
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for key, ys in sorted(values.items()):
-        if key == "step":
-            continue
         mean = key == "mistake_rate"
         ax.plot(minutes, ys, label="mean" if mean else key.split("/", 1)[1],
                 linewidth=2.5 if mean else 1, color="black" if mean else None)
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     fig.tight_layout()
     outfile.save_figure(fig, args.out, name="--out", dpi=110)
     if args.json is not None:
-        outfile.write_json(args.json, points(minutes, values), name="--json")
+        outfile.write_json(args.json, points(steps, minutes, values), name="--json")
     print(f"wrote {args.out}; last: {minutes[-1]:.0f} min, mean {values['mistake_rate'][-1]:.1f}%")
     return 0
 

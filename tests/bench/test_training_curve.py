@@ -27,9 +27,11 @@ def _run(tmp_path):
 
 def test_the_points_are_the_evaluated_iterations_at_their_summed_time(tmp_path):
     records = [json.loads(line) for line in (_run(tmp_path) / "metrics.jsonl").open()]
-    minutes, values = training_curve.curve(records)
+    steps, minutes, values = training_curve.curve(records)
+    assert steps == [2, 4]
     assert minutes == [1.0, 2.0]  # 2 and 4 iterations of 30 s
-    assert training_curve.points(minutes, values) == [
+    assert sorted(values) == ["mistake/L1_R3", "mistake/L3_R1", "mistake_rate"]
+    assert training_curve.points(steps, minutes, values) == [
         {"step": 2, "minutes": 1.0, "mean": 10.0, "L1_R3": 25.0, "L3_R1": 2.0},
         {"step": 4, "minutes": 2.0, "mean": 5.0, "L1_R3": 12.5, "L3_R1": 0.0},
     ]
