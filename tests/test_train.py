@@ -575,6 +575,118 @@ def test_the_iterations_that_fit_a_budget():
     assert fit(budget=140) == 0 and fit(budget=100) == 0
 
 
+def test_the_count_measured_again_fills_what_is_left_of_the_budget():
+    again = lambda **k: train_alphazero.replanned_count(  # noqa: E731
+        **{"budget": 7200, "elapsed": 900, "done": 128, "seconds_each": 4.5,
+           "evaluation": 9, "most": 2000, **k})
+    # 7200 - 900 - 9 (the last evaluation) = 6291 s left: 1398 more at 4.5 s.
+    assert again() == 128 + 1398
+    assert again(most=1000) == 1000
+    # Slower than the budget allows: the run ends where it is, evaluated and saved.
+    assert again(elapsed=7195) == 128 and again(elapsed=9000) == 128
+
+
+def _replan(total, *, eval_every=10, budget=7200.0, evaluation=9.0, most=2000):
+    """A BudgetReplan on a stand-in clock that the test advances; returns it, the
+    clock, the counts it applied and what it said."""
+    clock = types.SimpleNamespace(now=0.0)
+    applied, said = [], []
+    replan = train_alphazero.BudgetReplan(
+        budget=budget, text="2h", started=0.0, total=total, most=most,
+        eval_every=eval_every, evaluation=lambda: evaluation,
+        recount=lambda count: applied.append(count) or f"config of {count}",
+        say=said.append, clock=lambda: clock.now)
+    return replan, clock, applied, said
+
+
+def test_the_budget_is_measured_again_from_the_pace_after_the_first_iterations():
+    """The first look of the shipped run's case: the first iterations timed 4.8 s,
+    but the run's own went faster once under way."""
+    replan, clock, applied, said = _replan(1285)
+    assert replan.looks == [128, 321, 642] and replan.since == 68  # 6 evaluation periods
+    clock.now = 180.0  # launch, compiling, timing
+    answers = []
+    for step in range(1, 129):
+        clock.now += 5.0 if step <= 68 else 4.4
+        answers.append(replan(step, 1285))
+    assert answers[:-1] == [None] * 127
+    # At 128: 180 + 68 x 5 + 60 x 4.4 = 784 s in; 7200 - 784 - 9 = 6407 s left at 4.4 s.
+    assert answers[-1] == (128 + 1456, "config of 1584") and applied == [1584]
+    assert said == ["time budget 2h: iterations 69-128 took 4.40 s each (evaluations and "
+                    "saves included) and 13 min have passed, so 1584 iterations in all, "
+                    "not 1285; config.json keeps the new count for resuming"]
+    assert replan(129, 1584) is None
+
+
+def _simulate(pace, *, looks=True, budget=7200.0, evaluation=7.2, every=10, calibrated=4.8):
+    """A budgeted run on a stand-in clock: ``pace(step)`` seconds an iteration, an
+    evaluation every ``every`` and after the last; returns (end, iterations)."""
+    started = 96.0  # compiling and timing the budget (the shipped run's machine)
+    total = train_alphazero.iterations_for_budget(
+        budget, elapsed=started, iteration=calibrated, evaluation=evaluation,
+        eval_every=every, most=2000)
+    replan, clock, _, _ = _replan(total, eval_every=every, budget=budget, evaluation=evaluation)
+    clock.now, step = started, 0
+    while step < total:
+        step += 1
+        clock.now += pace(step)
+        planned = replan(step, total) if looks else None
+        total = max(step, planned[0]) if planned else total
+        if step % every == 0 or step == total:
+            clock.now += evaluation
+    return clock.now, total
+
+
+def test_a_run_faster_than_timed_ends_near_its_budget_not_a_tenth_short():
+    """The shipped run's measured pace (4.8 s an iteration at the start, as its budget
+    timed, then 4.56, 4.42 and 4.33 s): its 2-hour budget ended 9% short. With the
+    looks it fills the budget to within 2%, and never overruns it."""
+    def zen5(step):
+        return 4.8 if step <= 130 else 4.56 if step <= 400 else 4.42 if step <= 800 else 4.33
+
+    end, count = _simulate(zen5, looks=False)
+    assert count == 1285 and end < 0.94 * 7200  # what happened
+    end, count = _simulate(zen5)
+    assert 0.98 * 7200 < end <= 7200 and count > 1350
+    steady, count = _simulate(lambda step: 4.8)  # timed right: the looks change nothing
+    assert count == 1285 and steady <= 7200
+
+
+def test_each_look_times_the_iterations_since_the_one_before():
+    replan, clock, applied, said = _replan(1285, most=1285)
+    for step in range(1, 643):
+        clock.now += 4.0
+        assert replan(step, 1285) is None  # the most allowed already: kept
+    assert applied == [] and len(said) == 3
+    assert [line.split(" took")[0] for line in said] == [
+        "time budget 2h: iterations 69-128", "time budget 2h: iterations 129-321",
+        "time budget 2h: iterations 322-642"]
+    assert all(line.endswith("so the run keeps its 1285 iterations") for line in said)
+    # A short run: the step it would look at is its last (or beyond), so no look.
+    short, clock, applied, said = _replan(20)
+    for step in range(1, 21):
+        clock.now += 1.0
+        assert short(step, 20) is None
+    assert applied == [] and said == []
+
+
+def test_slower_iterations_than_timed_end_the_run_early_instead_of_overrunning():
+    """A budget timed at 3.6 s an iteration whose iterations turn twice as slow half
+    way to the second look (another job took a core, say)."""
+    replan, clock, applied, said = _replan(1000, eval_every=0, budget=3600.0, evaluation=0.0)
+    assert (replan.looks, replan.since) == ([100, 250, 500], 50)
+    step, total = 0, 1000
+    while step < total:
+        step += 1
+        clock.now += 3.6 if step <= 50 else 7.2
+        planned = replan(step, total)
+        total = planned[0] if planned else total
+    # 100 iterations in 540 s; 3060 s left at 7.2 s: 425 more, not 900. The later
+    # looks see the same pace and keep the count.
+    assert applied == [525] and len(said) == 3 and step == 525
+    assert clock.now == pytest.approx(3600, abs=7.2)
+
+
 @pytest.mark.slow
 def test_a_budget_that_fits_every_iteration_trains_as_without_one(uninterrupted, tmp_path,
                                                                    capsys):
@@ -602,6 +714,35 @@ def test_a_budget_that_fits_every_iteration_trains_as_without_one(uninterrupted,
            "--train.time-budget '' and a larger --train.num-iterations" in out
     more = train_alphazero.train_and_evaluate(_tiny(num_iterations=5), tmp_path, progress=False)
     assert (more["done"], more["step"]) == (1, 5)  # as the message said
+
+
+@pytest.mark.slow
+def test_the_count_measured_again_is_the_run_s_from_then_on(tmp_path, capsys, monkeypatch):
+    """A time budget looked at again after iteration 3 of the 8 it chose, and the
+    new count 3: the run ends there, evaluated and saved, with the count in
+    config.json and its lines, and a resume keeps it."""
+    monkeypatch.setattr(train_alphazero, "REPLAN_MIN_STEP", 3)
+    looked = []
+    monkeypatch.setattr(train_alphazero, "replanned_count",
+                        lambda budget, **k: looked.append(k) or 3)
+    summary = train_alphazero.train_and_evaluate(_tiny(time_budget="1h", num_iterations=8),
+                                                 tmp_path, progress="lines")
+    out = capsys.readouterr().out
+    assert [k["done"] for k in looked] == [3] and looked[0]["most"] == 8
+    assert looked[0]["evaluation"] > 0  # the evaluation after iteration 2, timed
+    assert looked[0]["seconds_each"] > 0  # iteration 3, after the window's start at 2
+    assert "time budget 1h: iterations 3-3 took" in out
+    assert "so 3 iterations in all, not 8; config.json keeps the new count" in out
+    assert "iteration 2/8" in out and "iteration 3/3" in out and "iteration 4/" not in out
+    assert summary["step"] == 3
+    stored = json.loads((tmp_path / "config.json").read_text())["train"]
+    assert (stored["time_budget"], stored["num_iterations"]) == ("1h", 3)
+    saved = tmp_path / "checkpoints"
+    assert (saved / "3").exists() and not (saved / "4").exists()
+    again = train_alphazero.train_and_evaluate(_tiny(time_budget="1h"), tmp_path,
+                                               progress="lines")
+    assert again["done"] == 0 and "has done 3 iterations, the 3 its time budget (1h) chose" \
+        in capsys.readouterr().out
 
 
 @pytest.mark.slow

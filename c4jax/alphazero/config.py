@@ -105,8 +105,9 @@ class TrainConfig:
         "", rule=lambda s: s == "" or inputs.is_duration(s),
         allowed=f"'' (off) or {inputs.DURATION_FORMS}")
     """Fit a new run in this wall time (e.g. 2h): the first iterations are timed, and the
-    iteration count (hence the learning-rate schedule) is fixed from them, at most
-    num_iterations, and stored in the run's config.json, so a resume continues the same
+    iteration count (hence the learning-rate schedule) is chosen from them, at most
+    num_iterations, measured again from the run's own pace a tenth, a quarter and half
+    of the way in, and stored in the run's config.json, so a resume continues the same
     schedule ('' = off: num_iterations iterations)."""
     selfplay_batch: int = schema.field(256, ge=1)
     """Games played in parallel (B); must divide by the device count."""

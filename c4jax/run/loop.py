@@ -115,6 +115,7 @@ def run_iterations(
     stop_after: int | None = None,
     to_checkpoint: Callable[[Any], Any] = lambda state: state,
     compiled: bool = False,
+    replan: Callable[[int, int], tuple[int, Any] | None] | None = None,
 ) -> dict:
     """Runs iterations ``step + 1 .. total`` of a run.
 
@@ -138,6 +139,11 @@ def run_iterations(
         to_checkpoint: the state as it is saved (e.g. the replay buffer in slot order).
         compiled: the iteration is compiled already (a time budget timed it), so
             the first iteration does not wait for a compile and none is announced.
+        replan: ``replan(step, total)`` after each iteration, before its evaluation:
+            None, or ``(total, config)``, the run's new length (at least ``step``;
+            ``step`` ends the run there, evaluated and saved) and the config that
+            the checkpoints save from then on (a time budget's count measured
+            again, ``c4jax.run.train_alphazero.BudgetReplan``).
 
     Returns:
         ``step``, the last ``metrics`` and ``eval``, ``state``, ``done``
@@ -195,6 +201,11 @@ def run_iterations(
                 metrics["seconds"] = time.perf_counter() - t0
                 metrics["positions_per_second"] = positions_per_iteration / metrics["seconds"]
                 took(metrics["seconds"])  # then again with the evaluation and the save
+                planned = replan(step, total) if replan is not None else None
+                if planned is not None:
+                    total, config = max(step, planned[0]), planned[1]
+                    if log is not None:
+                        log.set_total(total)
                 last_step = step == total
                 score = None  # the evaluation score of this step, if evaluated
                 if eval_every and (step % eval_every == 0 or last_step):

@@ -318,6 +318,22 @@ class RunLog:
         elif self.mode == "lines":
             print(message, flush=True)
 
+    def note(self, message: str) -> None:
+        """A line of text during the run: above the bar (which stays whole), or printed
+        in ``lines`` mode; nothing in ``off`` mode."""
+        if self._bar is not None:
+            self._bar.write(message, file=self._stream)
+        elif self.mode == "lines":
+            print(message, flush=True)
+
+    def set_total(self, total: int) -> None:
+        """The run's length changed (a time budget planned it again): the lines, the
+        bar and the ETA count to ``total`` from now on."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
+
     def eta(self, step: int) -> float | None:
         """Seconds left, from the recent post-compile iterations (None before any)."""
         if not self._times:

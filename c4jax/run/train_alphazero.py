@@ -198,6 +198,7 @@ def train_and_evaluate(
 def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> dict:
     manager = checkpoints.make_manager(workdir, keep=config.keep_checkpoints)
     act = None  # the evaluation's agent, when fitting the time budget built (and compiled) it
+    most = config.train.num_iterations  # a time budget's largest count
     try:
         if config.train.time_budget and manager.all_steps():
             config = budget_of_started_run(config, workdir)
@@ -244,7 +245,11 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
         state, device_metrics = run.iteration(state, trainer.iteration_key(config.seed, done))
         return state, {k: float(v) for k, v in jax.device_get(device_metrics).items()}
 
+    evaluated = 0.0  # the last evaluation's wall time, for a time budget's second look
+
     def evaluate(state, step):
+        nonlocal evaluated
+        begin = time.monotonic()
         variables = _process_local(run.variables(state))
         match_key, gate_key = jax.random.split(jax.random.fold_in(eval_key, step))
         results = periodic.evaluate(act, variables, match_key, config.eval)
@@ -257,7 +262,25 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
             results["gating/promoted"] = float(gate.score > config.eval.gating)
             if gate.score > config.eval.gating:
                 state = run.promote(state)
+        evaluated = time.monotonic() - begin
         return state, results
+
+    replan = None
+    if fitted:  # a new run that timed its budget: measure it again as it goes
+        def recount(count):
+            nonlocal config
+            train = dataclasses.replace(config.train, num_iterations=count)
+            config = dataclasses.replace(config, train=train)
+            run.iteration = trainer.CountedIteration(run.iteration.jitted, count)
+            if writer:
+                save_config(config, workdir / "config.json")
+            return config
+
+        replan = BudgetReplan(
+            budget=inputs.parse_duration(config.train.time_budget, name="train.time_budget"),
+            text=config.train.time_budget, started=started, total=total, most=most,
+            eval_every=config.eval.every, evaluation=lambda: evaluated,
+            recount=recount, say=log.note if log is not None else say)
 
     summary.update(loop.run_iterations(
         state=state, step=step, total=total, iterate=iterate, evaluate=evaluate,
@@ -265,7 +288,7 @@ def _train(config, workdir, mode, say, writer, stop_after, corrupt, started) -> 
         checkpoint_every=config.checkpoint_every, log=log,
         positions_per_iteration=config.train.selfplay_batch * config.train.selfplay_steps,
         resume_hint=_resume_hint(workdir), say=say, stop_after=stop_after,
-        to_checkpoint=run.to_checkpoint, compiled=fitted,
+        to_checkpoint=run.to_checkpoint, compiled=fitted, replan=replan,
     ))
     return summary
 
@@ -353,6 +376,92 @@ def fit_time_budget(config: Config, run: trainer.Trainer, started: float, say):
            f" of at most {most}") + "; the count is kept in config.json for resuming")
     train = dataclasses.replace(config.train, num_iterations=count)
     return dataclasses.replace(config, train=train), act
+
+
+# A time budget's count is measured again at REPLAN_FRACTIONS of the way in (no sooner
+# than iteration REPLAN_MIN_STEP), from the pace since the look before: the first
+# iterations of a run can be slower than the later ones (9-13% on some CPUs), and the
+# count they chose left that share of the budget unused. Not after half way, where a
+# longer run would move the learning-rate schedule's annealing.
+REPLAN_FRACTIONS = (0.1, 0.25, 0.5)
+REPLAN_MIN_STEP = 20
+# A new count within this share of the current one (or one iteration) is not taken: the
+# pace's noise would otherwise move the count by an iteration or two at every look.
+REPLAN_SLACK = 0.005
+
+
+def replanned_count(budget: float, *, elapsed: float, done: int, seconds_each: float,
+                    evaluation: float, most: int) -> int:
+    """A run's length once ``done`` iterations have taken ``elapsed`` seconds of
+    ``budget`` since its launch: ``done`` and as many more as fit in what is left at
+    ``seconds_each`` seconds each (wall time, their share of the evaluations and the
+    saves included), less one evaluation of ``evaluation`` seconds (the one after the
+    last iteration); between ``done`` and ``most``."""
+    left = budget - elapsed - evaluation
+    return max(done, min(most, done + math.floor(left / seconds_each)))
+
+
+class BudgetReplan:
+    """``replan(step, total)`` for ``loop.run_iterations``: the time budget's count
+    measured again a few times early in the run, each time from the wall time of the
+    iterations since the look before.
+
+    It looks at steps ``max(REPLAN_MIN_STEP, f * total)`` for ``f`` in
+    ``REPLAN_FRACTIONS`` (``total``: the count the budget chose), and not at one that is
+    the run's last or beyond. The first look times the iterations since a whole number
+    of evaluation periods earlier (about half way to it), so that the evaluations'
+    share is in the pace. A count within ``REPLAN_SLACK`` of the current one (or one
+    iteration) is not taken. ``recount(count)`` applies a new count (the iteration's length
+    argument, config.json) and returns the config the checkpoints then save. In a
+    multi-process run process 0's count is everyone's.
+
+    Args:
+        budget, text: the budget in seconds and as given (for the messages).
+        started: the ``time.monotonic()`` the run was launched at.
+        total: the count the budget chose when the run started.
+        most: the largest count allowed (``train.num_iterations`` as given).
+        eval_every: the evaluation period (0: none).
+        evaluation: returns the last evaluation's wall time in seconds.
+        recount, say: apply the new count; print a message.
+        clock: ``time.monotonic``, or a stand-in (tests).
+    """
+
+    def __init__(self, *, budget: float, text: str, started: float, total: int, most: int,
+                 eval_every: int, evaluation, recount, say, clock=time.monotonic):
+        self.budget, self.text, self.started, self.most = budget, text, started, most
+        self.evaluation, self.recount, self.say, self.clock = evaluation, recount, say, clock
+        self.looks = sorted({max(REPLAN_MIN_STEP, round(f * total)) for f in REPLAN_FRACTIONS})
+        span = self.looks[0] // 2
+        if eval_every and span >= eval_every:
+            span -= span % eval_every
+        self.since = self.looks[0] - span  # the first window: iterations since + 1 ..
+        self.marks: dict[int, float] = {}  # the clock after the window starts and the looks
+
+    def __call__(self, step: int, total: int):
+        if step != self.since and step not in self.looks:
+            return None
+        now = self.marks[step] = self.clock()
+        if step not in self.looks or step >= total:
+            return None
+        begun = max(s for s in self.marks if s < step)  # the look before, or ``since``
+        each = (now - self.marks[begun]) / (step - begun)
+        count = replanned_count(self.budget, elapsed=now - self.started, done=step,
+                                seconds_each=each, evaluation=self.evaluation(),
+                                most=self.most)
+        if jax.process_count() > 1:  # the processes' clocks differ: process 0 decides
+            from jax.experimental import multihost_utils
+
+            count = int(multihost_utils.broadcast_one_to_all(np.int32(count)))
+        keep = abs(count - total) <= max(1, REPLAN_SLACK * total)
+        self.say(f"time budget {self.text}: iterations {begun + 1}-{step} took "
+                 f"{each:.2f} s each (evaluations and saves included) and "
+                 f"{runlog.format_duration(now - self.started)} have passed, so "
+                 + (f"the run keeps its {total} iterations" if keep else
+                    f"{count} iterations in all, not {total}; config.json keeps the new "
+                    "count for resuming"))
+        if keep:
+            return None
+        return count, self.recount(count)
 
 
 def budget_of_started_run(config: Config, workdir: Path) -> Config:

@@ -101,6 +101,9 @@ class FakeLog:
     def log(self, step, metrics):
         self.steps.append(step)
 
+    def set_total(self, total):
+        self.steps.append(f"total {total}")
+
     def close(self):
         self.closed = True
         if self.fail_close:
@@ -279,6 +282,35 @@ def test_a_nan_right_after_a_resume_suspects_the_checkpoint_too(handlers, saves)
                 positions_per_iteration=1, resume_hint="", say=print)
         assert "NaN/inf at iteration 8" in str(raised.value)
         assert blamed in str(raised.value), raised.value
+
+
+@pytest.mark.parametrize("planned, ends", [(6, 6), (2, 3), (3, 3)],
+                         ids=["longer", "shorter than done", "ends at once"])
+def test_a_replan_moves_the_end_and_the_checkpoints_save_its_config(handlers, planned, ends):
+    """A time budget measured again after iteration 3 of 4: the run ends at its new
+    count (never before the iteration just done), evaluated and saved there with the
+    new config; the log counts to it from then on."""
+    saved, asked = [], []
+
+    def save(manager, step, state, config, score):
+        saved.append((step, config, score))
+
+    def replan(step, total):
+        asked.append((step, total))
+        return (planned, "new config") if step == 3 else None
+
+    log = FakeLog()
+    with mock.patch.object(loop.checkpoints, "save", save):
+        summary = loop.run_iterations(
+            state=0, step=0, total=4, iterate=lambda state, step: (state + 1, {"loss": 1.0}),
+            evaluate=lambda state, step: (state, {"score": float(step)}), eval_every=2,
+            manager=FakeManager(), config="old config", checkpoint_every=2, log=log,
+            positions_per_iteration=1, resume_hint="", say=print, replan=replan)
+    assert asked[:3] == [(1, 4), (2, 4), (3, 4)]
+    assert summary["step"] == ends and summary["state"] == ends
+    assert log.steps[:3] == [1, 2, f"total {ends}"]
+    between = [(4, "new config", 4.0)] if ends == 6 else []
+    assert saved == [(2, "old config", 2.0), *between, (ends, "new config", float(ends))]
 
 
 # -- the trainer, for real ---------------------------------------------------------

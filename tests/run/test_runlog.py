@@ -28,6 +28,33 @@ def test_lines_mode_prints_one_line_per_iteration_with_a_post_compile_eta(tmp_pa
     assert len(lines) == 4
 
 
+def test_a_new_total_changes_the_lines_and_the_eta(tmp_path, capsys):
+    log = runlog.RunLog(tmp_path, total=10, initial=0, mode="lines")
+    log.log(1, {"seconds": 60.0})  # compiling
+    log.log(2, {"seconds": 10.0})
+    log.set_total(20)  # a time budget measured again
+    log.log(3, {"seconds": 10.0})
+    log.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("iteration 2/10") and lines[1].endswith("eta 80 s")
+    assert lines[2].startswith("iteration 3/20")
+    assert lines[2].endswith("eta 3 min")  # 10 s x 17 left
+
+
+def test_a_new_total_moves_the_bar_s_end_and_a_note_goes_above_the_bar(tmp_path):
+    stream = io.StringIO()
+    log = runlog.RunLog(tmp_path, total=10, initial=0, mode="bar", stream=stream, columns=100)
+    log.log(1, {"seconds": 1.0})
+    log.note("time budget 2h: so 1500 iterations in all")
+    log.set_total(1500)
+    log.log(2, {"seconds": 1.0})
+    log.close()
+    shown = stream.getvalue()
+    # On a line of its own: the bar is cleared, the note written, the bar drawn again.
+    assert "\rtime budget 2h: so 1500 iterations in all\n" in shown.replace("\x1b[A", "")
+    assert "| 0/10 [" in shown and shown.rstrip().endswith("| 2/1500 [00:00, 1.0 s/it, eta 25 min]")
+
+
 def test_off_mode_prints_nothing_but_still_logs(tmp_path, capsys):
     log = runlog.RunLog(tmp_path, total=2, initial=0, mode="off")
     log.compiling("compiling...")
