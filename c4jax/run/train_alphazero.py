@@ -397,8 +397,9 @@ def replanned_count(budget: float, *, elapsed: float, done: int, seconds_each: f
     ``seconds_each`` seconds each (wall time, their share of the evaluations and the
     saves included), less one evaluation of ``evaluation`` seconds (the one after the
     last iteration); between ``done`` and ``most``."""
-    left = budget - elapsed - evaluation
-    return max(done, min(most, done + math.floor(left / seconds_each)))
+    return done + iterations_for_budget(budget - evaluation, elapsed=elapsed,
+                                        iteration=seconds_each, evaluation=0.0,
+                                        eval_every=0, most=most - done)
 
 
 class BudgetReplan:
